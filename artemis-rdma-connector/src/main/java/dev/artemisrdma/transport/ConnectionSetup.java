@@ -1,0 +1,11 @@
+package dev.artemisrdma.transport;
+
+/** How the transport builds a connection's queue pair once the device is known. */
+public interface ConnectionSetup {
+
+    /** Queue depths, scatter-gather limits and the completion queue (on {@code device}) for the new queue pair. */
+    QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException;
+
+    /** Called once the queue pair exists and before the handshake completes: post the initial receives here. */
+    void prepare(QueuePair queuePair) throws FabricException;
+}

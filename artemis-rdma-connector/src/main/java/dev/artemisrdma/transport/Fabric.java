@@ -1,0 +1,34 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+
+/**
+ * The RDMA operations the transport protocol needs, and nothing more: connection management over rdma_cm,
+ * registered memory, queue pairs and completion queues. It carries no JNA or Artemis types, so the protocol
+ * can be tested against an in-memory fake that enforces the verbs rules, and run on the real binding
+ * ({@link VerbsFabric}) unchanged.
+ *
+ * <p>Threading: connection requests and connection events are delivered on the fabric's own connection-manager
+ * thread; data-path calls ({@link QueuePair#postSend}, {@link CompletionQueue#poll}) are made by the caller's
+ * threads and must not be made concurrently on the same queue pair or completion queue.
+ */
+public interface Fabric extends AutoCloseable {
+
+    /**
+     * Listens for connections on a local address. Each request is handed to {@code handler} on the fabric's
+     * connection-manager thread, which must accept or reject it.
+     */
+    FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler) throws FabricException;
+
+    /**
+     * Connects to a listening peer and blocks until the connection is established, refused or the timeout
+     * expires. The queue pair is created by {@code setup} once the route (and so the device) is known, and its
+     * receives are posted before the handshake, so the peer can send the moment it sees the connection.
+     */
+    QueuePair connect(InetSocketAddress remote, ConnectionSetup setup, ConnectOptions options,
+                      QueuePairEvents events) throws FabricException;
+
+    /** Releases everything the fabric owns: listeners, connections still open, devices. */
+    @Override
+    void close();
+}

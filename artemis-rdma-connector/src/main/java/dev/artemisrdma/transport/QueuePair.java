@@ -1,0 +1,44 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+
+/**
+ * A reliable-connected queue pair with its rdma_cm id. Posting is single-threaded per queue pair; sends before
+ * the connection is established fail without touching native code.
+ */
+public interface QueuePair extends AutoCloseable {
+
+    FabricDevice device();
+
+    QueuePairCaps caps();
+
+    int qpNumber();
+
+    InetSocketAddress localAddress();
+
+    InetSocketAddress peerAddress();
+
+    /** The private data the peer sent in its request (passive side) or its reply (active side). */
+    byte[] peerPrivateData();
+
+    boolean isEstablished();
+
+    /** Posts every send of {@code list} with one call; the list may be reused once this returns. */
+    void postSend(SendList list) throws FabricException;
+
+    /** Posts every receive of {@code list} with one call; the list may be reused once this returns. */
+    void postRecv(RecvList list) throws FabricException;
+
+    /**
+     * Starts an orderly disconnect (rdma_disconnect). Outstanding work requests then complete with
+     * {@link WcStatus#WR_FLUSH_ERR}; idempotent.
+     */
+    void disconnect();
+
+    /**
+     * Destroys the queue pair and its rdma_cm id. Call after every posted work request has completed (flushes
+     * included): buffers they point at may be reused as soon as this returns. Idempotent.
+     */
+    @Override
+    void close();
+}

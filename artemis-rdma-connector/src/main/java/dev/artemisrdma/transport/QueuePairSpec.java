@@ -1,0 +1,21 @@
+package dev.artemisrdma.transport;
+
+/**
+ * What a new queue pair asks for. The device may round the depths up; {@link QueuePair#caps()} tells what it got.
+ *
+ * @param completionQueue shared by the send and receive side of this queue pair (and possibly by others)
+ * @param maxInlineData   0 disables inline sends
+ */
+public record QueuePairSpec(CompletionQueue completionQueue, int maxSendWr, int maxRecvWr, int maxSendSge,
+                            int maxRecvSge, int maxInlineData) {
+
+    public QueuePairSpec {
+        if (completionQueue == null) {
+            throw new IllegalArgumentException("a queue pair needs a completion queue");
+        }
+        if (maxSendWr < 1 || maxRecvWr < 1 || maxSendSge < 1 || maxRecvSge < 1 || maxInlineData < 0) {
+            throw new IllegalArgumentException("invalid queue pair spec: " + maxSendWr + "/" + maxRecvWr + "/"
+                    + maxSendSge + "/" + maxRecvSge + "/" + maxInlineData);
+        }
+    }
+}
