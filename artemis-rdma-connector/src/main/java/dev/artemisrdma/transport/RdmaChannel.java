@@ -1,0 +1,61 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+
+/**
+ * One connection of the transport: an ordered, reliable, message-preserving channel. Each {@link #write} is one
+ * frame, delivered whole (fragmented and reassembled underneath when larger than a receive slot) to the peer's
+ * {@link ChannelHandler#onFrame}. Writes are thread-safe; handler callbacks come from the channel's completion
+ * loop thread.
+ */
+public interface RdmaChannel extends AutoCloseable {
+
+    /** A short unique id for logs and for the Artemis connection id. */
+    String id();
+
+    InetSocketAddress localAddress();
+
+    InetSocketAddress remoteAddress();
+
+    /**
+     * A send buffer of at least {@code capacity} bytes in registered memory, owned by the caller until it is
+     * passed to {@link #write(SendBuffer, boolean)} or {@link SendBuffer#release()}d. Encoding straight into it
+     * avoids any copy on the send path.
+     */
+    SendBuffer allocate(int capacity);
+
+    /**
+     * Sends bytes {@code [0, buffer.position())} of {@code buffer.buffer()} as one frame and takes ownership of
+     * the buffer. With {@code flush == false} the frame may wait for the next flushing write (work requests are
+     * posted as one list). Never blocks: when credits or send budget are exhausted the frame is queued and
+     * {@link #isWritable()} turns false until the backlog drains.
+     *
+     * @throws FabricException when the channel is closed or failed (the buffer is released)
+     */
+    void write(SendBuffer buffer, boolean flush) throws FabricException;
+
+    /** Copies {@code frame}'s remaining bytes into registered memory and sends them as one frame. */
+    void write(ByteBuffer frame, boolean flush) throws FabricException;
+
+    /** Posts every frame written with {@code flush == false} so far. */
+    void flush() throws FabricException;
+
+    /** False while the send backlog is above the high-water mark; {@link ChannelHandler#onWritable} follows. */
+    boolean isWritable();
+
+    /**
+     * With {@code false}, delivered frames stop returning receive credit to the peer, so the peer stops
+     * sending once its credits run out; nothing is lost. {@code true} resumes.
+     */
+    void setAutoRead(boolean autoRead);
+
+    boolean isOpen();
+
+    /** Orderly close: pending frames are flushed first, then disconnect, drain and release. */
+    @Override
+    void close();
+
+    /** Immediate close: pending frames are dropped. */
+    void forceClose();
+}
