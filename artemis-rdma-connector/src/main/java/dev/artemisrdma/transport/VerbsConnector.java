@@ -1,0 +1,149 @@
+package dev.artemisrdma.transport;
+
+import dev.artemisrdma.verbs.CmEvent;
+import dev.artemisrdma.verbs.RdmaCmId;
+import dev.artemisrdma.verbs.VerbsException;
+
+import java.net.InetSocketAddress;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * The active side of rdma_cm as a small state machine driven by events on the fabric's thread:
+ * resolve address, resolve route, create the queue pair (receives posted), connect, established. Every error
+ * event ends it with a message, and the caller's wait is bounded by the connect timeout.
+ */
+final class VerbsConnector {
+
+    private final VerbsFabric fabric;
+    private final RdmaCmId id;
+    private final InetSocketAddress remote;
+    private final ConnectionSetup setup;
+    private final ConnectOptions options;
+    private final QueuePairEvents events;
+    private final CompletableFuture<VerbsQueuePair> result = new CompletableFuture<>();
+    private final int stepTimeoutMillis;
+    private VerbsQueuePair qp;
+
+    private VerbsConnector(VerbsFabric fabric, RdmaCmId id, InetSocketAddress remote, ConnectionSetup setup,
+                           ConnectOptions options, QueuePairEvents events) {
+        this.fabric = fabric;
+        this.id = id;
+        this.remote = remote;
+        this.setup = setup;
+        this.options = options;
+        this.events = events;
+        this.stepTimeoutMillis = (int) Math.max(100, Math.min(Integer.MAX_VALUE, options.timeout().toMillis()));
+    }
+
+    static QueuePair connect(VerbsFabric fabric, InetSocketAddress remote, ConnectionSetup setup,
+                             ConnectOptions options, QueuePairEvents events) throws FabricException {
+        RdmaCmId id;
+        try {
+            id = RdmaCmId.create(fabric.eventChannel());
+        } catch (VerbsException e) {
+            throw new FabricException("cannot connect to " + remote + ": " + e.getMessage(), e);
+        }
+        VerbsConnector connector = new VerbsConnector(fabric, id, remote, setup, options, events);
+        return connector.run();
+    }
+
+    private String target() {
+        String host = remote.getAddress() != null ? remote.getAddress().getHostAddress() : remote.getHostString();
+        return host + ":" + remote.getPort();
+    }
+
+    private QueuePair run() throws FabricException {
+        fabric.route(id.address(), this::onEvent);
+        try {
+            String host = remote.getAddress() != null ? remote.getAddress().getHostAddress() : remote.getHostString();
+            id.resolveAddress(host, remote.getPort(), stepTimeoutMillis);
+        } catch (VerbsException | RuntimeException e) {
+            abandon();
+            throw new FabricException("cannot connect to " + target() + ": " + e.getMessage(), e);
+        }
+        try {
+            return result.get(options.timeout().toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            abandon();
+            throw new FabricException("connecting to " + target() + " timed out after "
+                    + options.timeout().toMillis() + " ms (is a listener running there, and is the address on an "
+                    + "RDMA device?)");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            abandon();
+            throw new FabricException("interrupted while connecting to " + target());
+        } catch (ExecutionException e) {
+            abandon();
+            Throwable cause = e.getCause();
+            if (cause instanceof FabricException fe) {
+                throw fe;
+            }
+            throw new FabricException("connecting to " + target() + " failed: " + cause, cause);
+        }
+    }
+
+    /** Releases everything after a failure or timeout; a late event then finds no route. */
+    private synchronized void abandon() {
+        result.cancel(false);
+        fabric.unroute(id.address());
+        if (qp != null) {
+            qp.close();
+        } else {
+            id.close();
+        }
+    }
+
+    private synchronized void onEvent(CmEvent event) {
+        if (result.isDone()) {
+            if (qp != null && result.isDone() && !result.isCancelled() && !result.isCompletedExceptionally()) {
+                qp.onEvent(event);
+            }
+            return;
+        }
+        try {
+            switch (event.type()) {
+                case ADDR_RESOLVED -> id.resolveRoute(stepTimeoutMillis);
+                case ROUTE_RESOLVED -> {
+                    VerbsDevice device = fabric.deviceOf(id);
+                    qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), null, events);
+                    setup.prepare(qp);
+                    id.connect(options.privateData(), options.retryCount(), options.rnrRetryCount());
+                }
+                case ESTABLISHED -> {
+                    qp.setPeerPrivateData(event.privateData());
+                    qp.markEstablished();
+                    fabric.route(id.address(), qp::onEvent);
+                    fabric.own(qp);
+                    result.complete(qp);
+                }
+                case REJECTED -> fail(new ConnectionRejectedException("connection to " + target()
+                        + " was rejected" + (event.privateData().length == 0 ? " (no listener on that port, or the "
+                        + "peer refused without a reason; status " + event.status() + ")" : ""),
+                        event.privateData()));
+                case ADDR_ERROR -> fail(new FabricException("cannot resolve " + target()
+                        + " to an RDMA device (RDMA_CM_EVENT_ADDR_ERROR, status " + event.status() + ")"));
+                case ROUTE_ERROR -> fail(new FabricException("no route to " + target()
+                        + " (RDMA_CM_EVENT_ROUTE_ERROR, status " + event.status() + ")"));
+                case UNREACHABLE -> fail(new FabricException(target() + " is unreachable "
+                        + "(RDMA_CM_EVENT_UNREACHABLE, status " + event.status() + ")"));
+                case CONNECT_ERROR -> fail(new FabricException("connecting to " + target() + " failed "
+                        + "(RDMA_CM_EVENT_CONNECT_ERROR, status " + event.status() + ")"));
+                case DEVICE_REMOVAL -> fail(new FabricException("the RDMA device was removed while connecting to "
+                        + target()));
+                default -> {
+                    // CONNECT_RESPONSE does not occur when rdma_cm owns the queue pair; others do not apply
+                }
+            }
+        } catch (VerbsException | FabricException | RuntimeException e) {
+            fail(e instanceof FabricException fe ? fe
+                    : new FabricException("connecting to " + target() + " failed: " + e.getMessage(), e));
+        }
+    }
+
+    private void fail(FabricException e) {
+        result.completeExceptionally(e);
+    }
+}

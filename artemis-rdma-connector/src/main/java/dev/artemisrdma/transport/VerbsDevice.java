@@ -1,0 +1,180 @@
+package dev.artemisrdma.transport;
+
+import dev.artemisrdma.verbs.IbvCompletionQueue;
+import dev.artemisrdma.verbs.IbvMemoryRegion;
+import dev.artemisrdma.verbs.RdmaDevice;
+import dev.artemisrdma.verbs.VerbsException;
+
+import java.nio.ByteBuffer;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/** A {@link FabricDevice} over one verbs device; tracks what it created so the fabric can release leftovers. */
+final class VerbsDevice implements FabricDevice {
+
+    private final RdmaDevice device;
+    private final DeviceLimits limits;
+    private final Set<AutoCloseable> live = ConcurrentHashMap.newKeySet();
+
+    VerbsDevice(RdmaDevice device) {
+        this.device = device;
+        this.limits = new DeviceLimits(device.maxQpWr(), device.maxSge(), device.maxCqe(), device.maxMrSize(),
+                device.activeMtu());
+    }
+
+    RdmaDevice rdmaDevice() {
+        return device;
+    }
+
+    @Override
+    public String name() {
+        return device.name();
+    }
+
+    @Override
+    public DeviceLimits limits() {
+        return limits;
+    }
+
+    @Override
+    public RegisteredMemory register(int bytes) throws FabricException {
+        try {
+            return new Memory(device.register(bytes));
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public CompletionQueue createCompletionQueue(int entries) throws FabricException {
+        try {
+            return new Cq(device.createCompletionQueue(entries));
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    /** Releases memory and completion queues the transport left open (fabric close). */
+    void closeResources() {
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            try {
+                resource.close();
+            } catch (Exception ignored) {
+                // best effort at shutdown
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return device.name();
+    }
+
+    /** Registered memory over an {@link IbvMemoryRegion}. */
+    private final class Memory implements RegisteredMemory {
+        private final IbvMemoryRegion region;
+
+        Memory(IbvMemoryRegion region) {
+            this.region = region;
+            live.add(this);
+        }
+
+        @Override
+        public ByteBuffer buffer() {
+            return region.buffer().duplicate().order(region.buffer().order());
+        }
+
+        @Override
+        public long address() {
+            return region.address();
+        }
+
+        @Override
+        public int lkey() {
+            return region.lkey();
+        }
+
+        @Override
+        public int length() {
+            return (int) region.length();
+        }
+
+        @Override
+        public void close() {
+            live.remove(this);
+            region.close();
+        }
+    }
+
+    /** A completion queue over an {@link IbvCompletionQueue}, converting native completions to {@link Completions}. */
+    final class Cq implements CompletionQueue {
+        private final IbvCompletionQueue cq;
+        private dev.artemisrdma.verbs.WorkCompletions buffer;
+
+        Cq(IbvCompletionQueue cq) {
+            this.cq = cq;
+            live.add(this);
+        }
+
+        IbvCompletionQueue ibv() {
+            return cq;
+        }
+
+        VerbsDevice device() {
+            return VerbsDevice.this;
+        }
+
+        @Override
+        public int capacity() {
+            return cq.capacity();
+        }
+
+        @Override
+        public int poll(Completions out) throws FabricException {
+            if (buffer == null || buffer.capacity() < out.capacity()) {
+                if (buffer != null) {
+                    buffer.close();
+                }
+                buffer = new dev.artemisrdma.verbs.WorkCompletions(out.capacity());
+            }
+            out.clear();
+            try {
+                int n = cq.poll(buffer);
+                for (int i = 0; i < n; i++) {
+                    out.add(buffer.wrId(i), buffer.status(i), buffer.opcode(i), buffer.byteLength(i),
+                            buffer.qpNumber(i));
+                }
+                return n;
+            } catch (VerbsException e) {
+                throw new FabricException(e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public void requestNotification() throws FabricException {
+            try {
+                cq.requestNotification();
+            } catch (VerbsException e) {
+                throw new FabricException(e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public boolean awaitNotification(long timeoutMillis) throws FabricException {
+            try {
+                return cq.awaitNotification((int) Math.min(Integer.MAX_VALUE, Math.max(0, timeoutMillis)));
+            } catch (VerbsException e) {
+                throw new FabricException(e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public void close() {
+            live.remove(this);
+            cq.close();
+            if (buffer != null) {
+                buffer.close();
+            }
+        }
+    }
+}

@@ -1,0 +1,226 @@
+package dev.artemisrdma.transport;
+
+import dev.artemisrdma.verbs.CmEvent;
+import dev.artemisrdma.verbs.IbvQueuePair;
+import dev.artemisrdma.verbs.PostFailedException;
+import dev.artemisrdma.verbs.QueuePairCapabilities;
+import dev.artemisrdma.verbs.RdmaCmId;
+import dev.artemisrdma.verbs.RecvRequests;
+import dev.artemisrdma.verbs.SendRequests;
+import dev.artemisrdma.verbs.VerbsException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.net.InetSocketAddress;
+
+/**
+ * A {@link QueuePair} over an rdma_cm id and its verbs queue pair. Converts {@link SendList}/{@link RecvList} into
+ * native work-request lists (reused, so posting allocates nothing) and turns connection events into
+ * {@link QueuePairEvents} calls.
+ */
+final class VerbsQueuePair implements QueuePair {
+
+    private static final Logger LOG = LoggerFactory.getLogger(VerbsQueuePair.class);
+
+    private final VerbsFabric fabric;
+    private final RdmaCmId id;
+    private final VerbsDevice device;
+    private final IbvQueuePair qp;
+    private final QueuePairCaps caps;
+    private final SendRequests sends;
+    private final RecvRequests recvs;
+    private final InetSocketAddress local;
+    private final InetSocketAddress peer;
+    private volatile byte[] peerPrivateData;
+    private volatile QueuePairEvents events;
+    private boolean disconnected;
+    private boolean closed;
+
+    VerbsQueuePair(VerbsFabric fabric, RdmaCmId id, VerbsDevice device, QueuePairSpec spec, byte[] peerPrivateData,
+                   QueuePairEvents events) throws FabricException {
+        this.fabric = fabric;
+        this.id = id;
+        this.device = device;
+        this.peerPrivateData = peerPrivateData;
+        this.events = events;
+        if (!(spec.completionQueue() instanceof VerbsDevice.Cq cq) || cq.device() != device) {
+            throw new FabricException("the completion queue of a queue pair must come from " + device.name()
+                    + "'s createCompletionQueue");
+        }
+        try {
+            this.qp = id.createQueuePair(device.rdmaDevice(), cq.ibv(), cq.ibv(), new QueuePairCapabilities(
+                    spec.maxSendWr(), spec.maxRecvWr(), spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData()));
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+        QueuePairCapabilities got = qp.capabilities();
+        this.caps = new QueuePairCaps(got.maxSendWr(), got.maxRecvWr(), got.maxSendSge(), got.maxRecvSge(),
+                got.maxInlineData());
+        this.sends = new SendRequests(Math.max(1, got.maxSendWr()), Math.max(1, got.maxSendSge()));
+        this.recvs = new RecvRequests(Math.max(1, got.maxRecvWr()));
+        this.local = id.localAddress();
+        this.peer = id.peerAddress();
+    }
+
+    void setPeerPrivateData(byte[] data) {
+        this.peerPrivateData = data;
+    }
+
+    void markEstablished() {
+        qp.markEstablished();
+    }
+
+    /** Connection events after establishment, routed here by the fabric's event thread. */
+    void onEvent(CmEvent event) {
+        switch (event.type()) {
+            case ESTABLISHED -> {
+                setPeerPrivateData(event.privateData());
+                qp.markEstablished();
+                events.established(this);
+            }
+            case DISCONNECTED -> notifyDisconnected("peer " + describePeer() + " disconnected");
+            case DEVICE_REMOVAL -> notifyDisconnected("RDMA device " + device.name() + " was removed");
+            case CONNECT_ERROR, UNREACHABLE, REJECTED -> notifyDisconnected("connection to " + describePeer()
+                    + " failed: " + event);
+            case TIMEWAIT_EXIT, ADDR_CHANGE -> LOG.debug("{} on queue pair {} to {}", event, qp.qpNumber(),
+                    describePeer());
+            default -> LOG.debug("ignoring {} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
+        }
+    }
+
+    private void notifyDisconnected(String reason) {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+        }
+        events.disconnected(this, reason);
+    }
+
+    String describePeer() {
+        return peer == null ? "(unknown peer)" : peer.getAddress().getHostAddress() + ":" + peer.getPort();
+    }
+
+    @Override
+    public FabricDevice device() {
+        return device;
+    }
+
+    @Override
+    public QueuePairCaps caps() {
+        return caps;
+    }
+
+    @Override
+    public int qpNumber() {
+        return qp.qpNumber();
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return local;
+    }
+
+    @Override
+    public InetSocketAddress peerAddress() {
+        return peer;
+    }
+
+    @Override
+    public byte[] peerPrivateData() {
+        byte[] data = peerPrivateData;
+        return data == null ? new byte[0] : data.clone();
+    }
+
+    @Override
+    public boolean isEstablished() {
+        return qp.isEstablished();
+    }
+
+    @Override
+    public void postSend(SendList list) throws FabricException {
+        SendRequests native_ = sends;
+        native_.clear();
+        int n = list.size();
+        if (n > native_.maxRequests()) {
+            throw new FabricException("rdma_post_sendv: " + n + " work requests exceed the send queue depth "
+                    + native_.maxRequests() + " of queue pair " + qp.qpNumber());
+        }
+        for (int r = 0; r < n; r++) {
+            int flags = list.flags(r);
+            int ibvFlags = ((flags & SendList.FLAG_SIGNALED) != 0 ? SendRequests.IBV_SEND_SIGNALED : 0)
+                    | ((flags & SendList.FLAG_INLINE) != 0 ? SendRequests.IBV_SEND_INLINE : 0);
+            native_.add(list.wrId(r), ibvFlags);
+            int count = list.sgeCount(r);
+            if (count > native_.maxSgePerRequest()) {
+                throw new FabricException("rdma_post_sendv: " + count + " scatter-gather entries exceed max_send_sge "
+                        + native_.maxSgePerRequest());
+            }
+            for (int s = list.firstSge(r), end = s + count; s < end; s++) {
+                native_.addSge(list.sgeAddress(s), list.sgeLength(s), list.sgeLkey(s));
+            }
+        }
+        try {
+            qp.postSend(native_);
+        } catch (PostFailedException e) {
+            throw new PartialPostException(e.getMessage(), e, e.posted());
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void postRecv(RecvList list) throws FabricException {
+        RecvRequests native_ = recvs;
+        native_.clear();
+        int n = list.size();
+        if (n > native_.maxRequests()) {
+            throw new FabricException("rdma_post_recvv: " + n + " receives exceed the receive queue depth "
+                    + native_.maxRequests());
+        }
+        for (int i = 0; i < n; i++) {
+            native_.add(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
+        }
+        try {
+            qp.postRecv(native_);
+        } catch (PostFailedException e) {
+            throw new PartialPostException(e.getMessage(), e, e.posted());
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public synchronized void disconnect() {
+        if (disconnected || closed) {
+            return;
+        }
+        disconnected = true;
+        try {
+            id.disconnect();
+        } catch (VerbsException e) {
+            // EINVAL when the connection never got established or already went down: nothing to disconnect
+            LOG.debug("rdma_disconnect of queue pair {} to {}: {}", qp.qpNumber(), describePeer(), e.getMessage());
+        }
+    }
+
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        fabric.unroute(id.address());
+        fabric.disown(this);
+        id.close(); // rdma_destroy_qp, then rdma_destroy_id
+        sends.close();
+        recvs.close();
+    }
+
+    @Override
+    public String toString() {
+        return "qp " + qp.qpNumber() + " " + local + " -> " + describePeer();
+    }
+}

@@ -1,0 +1,140 @@
+package dev.artemisrdma.verbs;
+
+/**
+ * A completion queue with a completion channel of its own (non-blocking fd), shareable by many queue pairs on
+ * the same device. One thread polls it. Waiting is bounded: arm, then wait on the channel with a timeout.
+ * Channel events are acknowledged in batches, as ibv_get_cq_event(3) recommends.
+ */
+public final class IbvCompletionQueue implements AutoCloseable {
+
+    private static final int ACK_BATCH = 64;
+
+    private final RdmaDevice device;
+    private final long channel;
+    private final int channelFd;
+    private final long cq;
+    private final int capacity;
+    private final NativeStruct pollFd = new NativeStruct(8);
+    private final NativeStruct eventCq = new NativeStruct(8);
+    private final NativeStruct eventContext = new NativeStruct(8);
+    private int unackedEvents;
+    private volatile boolean closed;
+
+    IbvCompletionQueue(RdmaDevice device, int entries) throws VerbsException {
+        if (entries < 1 || entries > device.maxCqe()) {
+            throw new IllegalArgumentException("completion queue size must be 1.." + device.maxCqe() + " on "
+                    + device.name() + ", got " + entries);
+        }
+        this.device = device;
+        long ch = IbVerbs.ibv_create_comp_channel(device.context());
+        if (ch == 0) {
+            throw VerbsException.fromErrno("ibv_create_comp_channel", "on " + device.name());
+        }
+        long created = IbVerbs.ibv_create_cq(device.context(), entries, 0, ch, 0);
+        if (created == 0) {
+            int errno = Errno.last();
+            IbVerbs.ibv_destroy_comp_channel(ch);
+            throw new VerbsException("ibv_create_cq", errno, "with " + entries + " entries on " + device.name()
+                    + (errno == Errno.ENOMEM ? ": " + MemlockLimit.advice((long) entries * 64) : ""));
+        }
+        this.channel = ch;
+        this.cq = created;
+        this.capacity = NativeStruct.readInt(created, Abi.CQ_CQE);
+        this.channelFd = NativeStruct.readInt(ch, Abi.COMP_CHANNEL_FD);
+        try {
+            FileDescriptors.setNonBlocking(channelFd, "completion channel");
+        } catch (VerbsException e) {
+            close();
+            throw e;
+        }
+    }
+
+    public RdmaDevice device() {
+        return device;
+    }
+
+    long address() {
+        return cq;
+    }
+
+    /** The number of entries the device actually gave (at least what was asked for). */
+    public int capacity() {
+        return capacity;
+    }
+
+    /** Polls up to {@code out.capacity()} completions; returns how many. */
+    public int poll(WorkCompletions out) throws VerbsException {
+        checkOpen();
+        int n = DataPath.ardma_poll_cq(cq, out.capacity(), out.address());
+        if (n < 0) {
+            out.setCount(0);
+            throw new VerbsException("ibv_poll_cq", -n, "on a completion queue of " + device.name());
+        }
+        out.setCount(n);
+        return n;
+    }
+
+    /** Arms the channel for the next completion (ibv_req_notify_cq); poll once more afterwards to close the race. */
+    public void requestNotification() throws VerbsException {
+        checkOpen();
+        int rc = DataPath.ardma_req_notify_cq(cq, 0);
+        if (rc != 0) {
+            throw new VerbsException("ibv_req_notify_cq", rc, "on " + device.name());
+        }
+    }
+
+    /** Waits up to {@code timeoutMillis} for the armed event and consumes it; false on timeout. */
+    public boolean awaitNotification(int timeoutMillis) throws VerbsException {
+        checkOpen();
+        if (!FileDescriptors.awaitReadable(pollFd, channelFd, timeoutMillis)) {
+            return false;
+        }
+        if (IbVerbs.ibv_get_cq_event(channel, eventCq.address(), eventContext.address()) != 0) {
+            int errno = Errno.last();
+            if (errno == Errno.EAGAIN || errno == Errno.EINTR) {
+                return false;
+            }
+            throw new VerbsException("ibv_get_cq_event", errno, "on " + device.name());
+        }
+        if (++unackedEvents >= ACK_BATCH) {
+            IbVerbs.ibv_ack_cq_events(cq, unackedEvents);
+            unackedEvents = 0;
+        }
+        return true;
+    }
+
+    private void checkOpen() throws VerbsException {
+        if (closed) {
+            throw new VerbsException("completion queue on " + device.name() + " is closed");
+        }
+    }
+
+    /** Destroys the CQ, then its channel; every queue pair using it must be destroyed first. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (cq != 0) {
+            if (unackedEvents > 0) {
+                IbVerbs.ibv_ack_cq_events(cq, unackedEvents);
+                unackedEvents = 0;
+            }
+            int rc = IbVerbs.ibv_destroy_cq(cq);
+            if (rc != 0) {
+                org.slf4j.LoggerFactory.getLogger(IbvCompletionQueue.class).warn(
+                        "ibv_destroy_cq failed on {}: {} (a queue pair still uses it)", device.name(),
+                        Errno.describe(rc));
+            }
+        }
+        int rc = IbVerbs.ibv_destroy_comp_channel(channel);
+        if (rc != 0) {
+            org.slf4j.LoggerFactory.getLogger(IbvCompletionQueue.class).warn(
+                    "ibv_destroy_comp_channel failed on {}: {}", device.name(), Errno.describe(rc));
+        }
+        pollFd.close();
+        eventCq.close();
+        eventContext.close();
+    }
+}

@@ -1,0 +1,112 @@
+package dev.artemisrdma.verbs;
+
+/**
+ * A reliable-connected queue pair created through rdma_cm. Posting re-implements the static inline
+ * rdma_post_sendv / rdma_post_recvv over the provider's function table (via the native shim), for whole lists of
+ * work requests at a time. Every argument is validated in Java first, so a bad request fails with a message
+ * instead of reaching the provider; sends are refused until the connection is established.
+ */
+public final class IbvQueuePair {
+
+    private final RdmaCmId id;
+    private final long qp;
+    private final int qpNumber;
+    private final QueuePairCapabilities caps;
+    private final NativeStruct badWr = new NativeStruct(8);
+    private volatile boolean established;
+    private volatile boolean destroyed;
+
+    IbvQueuePair(RdmaCmId id, long qp, QueuePairCapabilities caps) {
+        this.id = id;
+        this.qp = qp;
+        this.caps = caps;
+        this.qpNumber = NativeStruct.readInt(qp, Abi.QP_QP_NUM);
+    }
+
+    public QueuePairCapabilities capabilities() {
+        return caps;
+    }
+
+    public int qpNumber() {
+        return qpNumber;
+    }
+
+    public boolean isEstablished() {
+        return established;
+    }
+
+    /** Called by the connection owner on RDMA_CM_EVENT_ESTABLISHED (or when rdma_connect completed). */
+    public void markEstablished() {
+        established = true;
+    }
+
+    /** Posts every request of {@code list} with one ibv_post_send call. */
+    public void postSend(SendRequests list) throws VerbsException {
+        if (destroyed) {
+            throw new VerbsException("rdma_post_sendv: queue pair " + qpNumber + " is destroyed");
+        }
+        if (!established) {
+            throw new VerbsException("rdma_post_sendv: the connection to " + id.describePeer()
+                    + " is not established yet; sends may only be posted after RDMA_CM_EVENT_ESTABLISHED");
+        }
+        int n = list.size();
+        if (n == 0) {
+            return;
+        }
+        if (n > caps.maxSendWr()) {
+            throw new VerbsException("rdma_post_sendv: " + n + " work requests exceed the send queue depth "
+                    + caps.maxSendWr());
+        }
+        for (int i = 0; i < n; i++) {
+            if (list.sgeCount(i) > caps.maxSendSge()) {
+                throw new VerbsException("rdma_post_sendv: " + list.sgeCount(i) + " scatter-gather entries exceed "
+                        + "max_send_sge " + caps.maxSendSge());
+            }
+            if ((list.flags(i) & SendRequests.IBV_SEND_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
+                throw new VerbsException("rdma_post_sendv: inline send of " + list.byteLength(i)
+                        + " bytes exceeds max_inline_data " + caps.maxInlineData());
+            }
+        }
+        badWr.putLong(0, 0);
+        int rc = DataPath.ardma_post_send(qp, list.link(), badWr.address());
+        if (rc != 0) {
+            int failedAt = list.indexOf(badWr.getLong(0));
+            int posted = failedAt < 0 ? 0 : failedAt;
+            throw new PostFailedException("rdma_post_sendv", rc, "on queue pair " + qpNumber + " to "
+                    + id.describePeer() + " (" + posted + " of " + n + " posted)", posted);
+        }
+    }
+
+    /** Posts every receive of {@code list} with one ibv_post_recv call; allowed before the connection is up. */
+    public void postRecv(RecvRequests list) throws VerbsException {
+        if (destroyed) {
+            throw new VerbsException("rdma_post_recvv: queue pair " + qpNumber + " is destroyed");
+        }
+        int n = list.size();
+        if (n == 0) {
+            return;
+        }
+        if (n > caps.maxRecvWr()) {
+            throw new VerbsException("rdma_post_recvv: " + n + " receives exceed the receive queue depth "
+                    + caps.maxRecvWr());
+        }
+        badWr.putLong(0, 0);
+        int rc = DataPath.ardma_post_recv(qp, list.link(), badWr.address());
+        if (rc != 0) {
+            int failedAt = list.indexOf(badWr.getLong(0));
+            int posted = failedAt < 0 ? 0 : failedAt;
+            throw new PostFailedException("rdma_post_recvv", rc, "on queue pair " + qpNumber + " to "
+                    + id.describePeer() + " (" + posted + " of " + n + " posted)", posted);
+        }
+    }
+
+    void markDestroyed() {
+        destroyed = true;
+        established = false;
+        // badWr is left to the garbage collector: a racing post on another thread may still be writing it.
+    }
+
+    public boolean isDestroyed() {
+        return destroyed;
+    }
+}

@@ -1,0 +1,285 @@
+package dev.artemisrdma.verbs;
+
+import java.net.InetSocketAddress;
+
+/**
+ * An rdma_cm_id and the queue pair created on it. Each step of a connection's life is one method; the events
+ * that answer the asynchronous steps (resolve, connect, accept) arrive on the {@link RdmaEventChannel} and are
+ * routed by the owner. Destruction follows rdma_cm's order: queue pair first ({@link #destroyQueuePair}), then the
+ * id ({@link #close}), whose events must all have been acknowledged (the event channel does that at once).
+ */
+public final class RdmaCmId implements AutoCloseable {
+
+    private static final int RDMA_PS_TCP = 0x106;
+    private static final int IBV_QPT_RC = 2;
+
+    private final long id;
+    private IbvQueuePair queuePair;
+    private boolean closed;
+
+    private RdmaCmId(long id) {
+        this.id = id;
+    }
+
+    /** A new id on {@code channel} (RDMA_PS_TCP: reliable connected). */
+    public static RdmaCmId create(RdmaEventChannel channel) throws VerbsException {
+        try (NativeStruct out = new NativeStruct(8)) {
+            if (RdmaCm.rdma_create_id(channel.address(), out.address(), 0, RDMA_PS_TCP) != 0) {
+                throw VerbsException.fromErrno("rdma_create_id", "");
+            }
+            return new RdmaCmId(out.getLong(0));
+        }
+    }
+
+    /** Takes ownership of the new id a CONNECT_REQUEST event carries. */
+    public static RdmaCmId adopt(long idAddress) {
+        NativeStruct.requireNonNull(idAddress, "rdma_cm_id");
+        return new RdmaCmId(idAddress);
+    }
+
+    /** The native address, which events name in {@link CmEvent#id()}. */
+    public long address() {
+        return id;
+    }
+
+    public void bind(String host, int port) throws VerbsException {
+        checkOpen();
+        try (SocketAddresses.AddrInfo info = SocketAddresses.resolve(host, port, true)) {
+            if (RdmaCm.rdma_bind_addr(id, info.sourceAddress()) != 0) {
+                throw VerbsException.fromErrno("rdma_bind_addr", "to " + host + ":" + port);
+            }
+        }
+    }
+
+    public void listen(int backlog) throws VerbsException {
+        checkOpen();
+        if (RdmaCm.rdma_listen(id, backlog) != 0) {
+            throw VerbsException.fromErrno("rdma_listen", "on " + localAddress());
+        }
+    }
+
+    /** Starts address resolution; RDMA_CM_EVENT_ADDR_RESOLVED or ADDR_ERROR follows. */
+    public void resolveAddress(String host, int port, int timeoutMillis) throws VerbsException {
+        checkOpen();
+        try (SocketAddresses.AddrInfo info = SocketAddresses.resolve(host, port, false)) {
+            if (RdmaCm.rdma_resolve_addr(id, 0, info.destinationAddress(), timeoutMillis) != 0) {
+                throw VerbsException.fromErrno("rdma_resolve_addr", "for " + host + ":" + port);
+            }
+        }
+    }
+
+    /** Starts route resolution; RDMA_CM_EVENT_ROUTE_RESOLVED or ROUTE_ERROR follows. */
+    public void resolveRoute(int timeoutMillis) throws VerbsException {
+        checkOpen();
+        if (RdmaCm.rdma_resolve_route(id, timeoutMillis) != 0) {
+            throw VerbsException.fromErrno("rdma_resolve_route", "for " + describePeer());
+        }
+    }
+
+    /** The verbs context (device) the id is bound to, 0 before address resolution. */
+    public long verbsContext() {
+        return NativeStruct.readPointer(id, Abi.CM_ID_VERBS);
+    }
+
+    /** The device among {@code devices} this id resolved to. */
+    public RdmaDevice device(RdmaDevices devices) throws VerbsException {
+        RdmaDevice device = devices.byContext(verbsContext());
+        if (device == null) {
+            throw new VerbsException("rdma_cm id for " + describePeer() + " is on a device that was not open "
+                    + "when the fabric started (hot-plugged?)");
+        }
+        return device;
+    }
+
+    /**
+     * Creates the RC queue pair on {@code device}'s protection domain with the given completion queues; the
+     * capabilities actually granted are read back with ibv_query_qp (devices round up).
+     */
+    public IbvQueuePair createQueuePair(RdmaDevice device, IbvCompletionQueue sendCq, IbvCompletionQueue recvCq,
+                                        QueuePairCapabilities wanted) throws VerbsException {
+        checkOpen();
+        if (queuePair != null) {
+            throw new VerbsException("rdma_create_qp: id already has a queue pair");
+        }
+        if (device.context() != verbsContext()) {
+            throw new VerbsException("rdma_create_qp: device " + device.name() + " is not the device the id "
+                    + "resolved to");
+        }
+        if (sendCq.device() != device || recvCq.device() != device) {
+            throw new VerbsException("rdma_create_qp: completion queues must be on " + device.name());
+        }
+        if (wanted.maxSendWr() > device.maxQpWr() || wanted.maxRecvWr() > device.maxQpWr()) {
+            throw new VerbsException("rdma_create_qp: queue depth " + Math.max(wanted.maxSendWr(),
+                    wanted.maxRecvWr()) + " exceeds max_qp_wr " + device.maxQpWr() + " of " + device.name());
+        }
+        if (wanted.maxSendSge() > device.maxSge() || wanted.maxRecvSge() > device.maxSge()) {
+            throw new VerbsException("rdma_create_qp: " + Math.max(wanted.maxSendSge(), wanted.maxRecvSge())
+                    + " scatter-gather entries exceed max_sge " + device.maxSge() + " of " + device.name());
+        }
+        try (NativeStruct attr = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
+            attr.putLong(Abi.QP_INIT_ATTR_SEND_CQ, sendCq.address());
+            attr.putLong(Abi.QP_INIT_ATTR_RECV_CQ, recvCq.address());
+            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_SEND_WR, wanted.maxSendWr());
+            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_WR, wanted.maxRecvWr());
+            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_SEND_SGE, wanted.maxSendSge());
+            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_SGE, wanted.maxRecvSge());
+            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_INLINE_DATA, wanted.maxInlineData());
+            attr.putInt(Abi.QP_INIT_ATTR_QP_TYPE, IBV_QPT_RC);
+            attr.putInt(Abi.QP_INIT_ATTR_SQ_SIG_ALL, 0);
+            if (RdmaCm.rdma_create_qp(id, device.pd(), attr.address()) != 0) {
+                throw VerbsException.fromErrno("rdma_create_qp", "for " + describePeer() + " on " + device.name()
+                        + " asking " + wanted);
+            }
+        }
+        long qp = NativeStruct.readPointer(id, Abi.CM_ID_QP);
+        // ABI self-check at run time: the queue pair must belong to the id's verbs context.
+        if (qp == 0 || NativeStruct.readPointer(qp, Abi.QP_CONTEXT) != verbsContext()) {
+            RdmaCm.rdma_destroy_qp(id);
+            throw new RdmaSetupException("rdma_create_qp returned a queue pair whose layout does not match the "
+                    + "binding (rdma_cm_id.qp->context != rdma_cm_id.verbs): unsupported rdma-core ABI");
+        }
+        queuePair = new IbvQueuePair(this, qp, queryCapabilities(qp));
+        return queuePair;
+    }
+
+    private QueuePairCapabilities queryCapabilities(long qp) throws VerbsException {
+        try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE);
+             NativeStruct init = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
+            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), 0, init.address());
+            if (rc != 0) {
+                throw new VerbsException("ibv_query_qp", rc, "for " + describePeer());
+            }
+            int cap = Abi.QP_INIT_ATTR_CAP;
+            return new QueuePairCapabilities(init.getInt(cap + Abi.QP_CAP_MAX_SEND_WR),
+                    init.getInt(cap + Abi.QP_CAP_MAX_RECV_WR), init.getInt(cap + Abi.QP_CAP_MAX_SEND_SGE),
+                    init.getInt(cap + Abi.QP_CAP_MAX_RECV_SGE), init.getInt(cap + Abi.QP_CAP_MAX_INLINE_DATA));
+        }
+    }
+
+    public IbvQueuePair queuePair() {
+        return queuePair;
+    }
+
+    /** rdma_connect; ESTABLISHED (with the peer's reply data), REJECTED, UNREACHABLE or CONNECT_ERROR follows. */
+    public void connect(byte[] privateData, int retryCount, int rnrRetryCount) throws VerbsException {
+        checkOpen();
+        checkPrivateData(privateData, 56, "rdma_connect");
+        try (ConnParam param = new ConnParam(privateData, retryCount, rnrRetryCount)) {
+            if (RdmaCm.rdma_connect(id, param.address()) != 0) {
+                throw VerbsException.fromErrno("rdma_connect", "to " + describePeer());
+            }
+        }
+    }
+
+    /**
+     * rdma_accept. {@code rnrRetryCount} tells the <em>peer</em> how to retry its sends when we have no receive
+     * posted (rdma_connect(3)); 0 makes a missing receive fail the peer's send at once.
+     */
+    public void accept(byte[] privateData, int rnrRetryCount) throws VerbsException {
+        checkOpen();
+        checkPrivateData(privateData, 196, "rdma_accept");
+        try (ConnParam param = new ConnParam(privateData, 7, rnrRetryCount)) {
+            if (RdmaCm.rdma_accept(id, param.address()) != 0) {
+                throw VerbsException.fromErrno("rdma_accept", "from " + describePeer());
+            }
+        }
+    }
+
+    public void reject(byte[] reason) throws VerbsException {
+        checkOpen();
+        checkPrivateData(reason, 148, "rdma_reject");
+        try (NativeStruct data = new NativeStruct(Math.max(1, reason.length))) {
+            data.view().put(0, reason, 0, reason.length);
+            if (RdmaCm.rdma_reject(id, reason.length == 0 ? 0 : data.address(), (byte) reason.length) != 0) {
+                throw VerbsException.fromErrno("rdma_reject", "from " + describePeer());
+            }
+        }
+    }
+
+    /** rdma_disconnect: the queue pair moves to error and outstanding work requests flush. */
+    public void disconnect() throws VerbsException {
+        checkOpen();
+        if (RdmaCm.rdma_disconnect(id) != 0) {
+            throw VerbsException.fromErrno("rdma_disconnect", "from " + describePeer());
+        }
+    }
+
+    /** rdma_destroy_qp; the caller has drained (or abandoned) every work request of the queue pair. */
+    public void destroyQueuePair() {
+        if (queuePair != null && !queuePair.isDestroyed()) {
+            queuePair.markDestroyed();
+            RdmaCm.rdma_destroy_qp(id);
+        }
+    }
+
+    public InetSocketAddress localAddress() {
+        return closed ? null : SocketAddresses.decode(id + Abi.CM_ID_SRC_ADDR);
+    }
+
+    public InetSocketAddress peerAddress() {
+        return closed ? null : SocketAddresses.decode(id + Abi.CM_ID_DST_ADDR);
+    }
+
+    String describePeer() {
+        InetSocketAddress peer = peerAddress();
+        return peer == null ? "(unresolved peer)" : SocketAddresses.hostString(peer) + ":" + peer.getPort();
+    }
+
+    private void checkOpen() throws VerbsException {
+        if (closed) {
+            throw new VerbsException("rdma_cm id is destroyed");
+        }
+    }
+
+    private static void checkPrivateData(byte[] data, int max, String verb) {
+        if (data == null || data.length > max) {
+            throw new IllegalArgumentException(verb + " private data must be 0.." + max + " bytes, got "
+                    + (data == null ? "null" : data.length));
+        }
+    }
+
+    /** Destroys the queue pair (if still there) and the id. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        destroyQueuePair();
+        closed = true;
+        if (RdmaCm.rdma_destroy_id(id) != 0) {
+            org.slf4j.LoggerFactory.getLogger(RdmaCmId.class).warn("rdma_destroy_id failed: {}",
+                    Errno.describe(Errno.last()));
+        }
+    }
+
+    /** struct rdma_conn_param with its private data, alive for the duration of one call. */
+    private static final class ConnParam implements AutoCloseable {
+        private final NativeStruct param = new NativeStruct(Abi.CONN_PARAM_SIZE);
+        private final NativeStruct data;
+
+        ConnParam(byte[] privateData, int retryCount, int rnrRetryCount) {
+            if (retryCount < 0 || retryCount > 7 || rnrRetryCount < 0 || rnrRetryCount > 7) {
+                throw new IllegalArgumentException("retry counts are 3-bit values 0..7");
+            }
+            data = new NativeStruct(Math.max(1, privateData.length));
+            data.view().put(0, privateData, 0, privateData.length);
+            param.putLong(Abi.CONN_PARAM_PRIVATE_DATA, privateData.length == 0 ? 0 : data.address());
+            param.putByte(Abi.CONN_PARAM_PRIVATE_DATA_LEN, privateData.length);
+            param.putByte(Abi.CONN_PARAM_RESPONDER_RESOURCES, 1);
+            param.putByte(Abi.CONN_PARAM_INITIATOR_DEPTH, 1);
+            param.putByte(Abi.CONN_PARAM_FLOW_CONTROL, 1);
+            param.putByte(Abi.CONN_PARAM_RETRY_COUNT, retryCount);
+            param.putByte(Abi.CONN_PARAM_RNR_RETRY_COUNT, rnrRetryCount);
+        }
+
+        long address() {
+            return param.address();
+        }
+
+        @Override
+        public void close() {
+            param.close();
+            data.close();
+        }
+    }
+}

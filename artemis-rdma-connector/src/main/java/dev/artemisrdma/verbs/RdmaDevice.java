@@ -1,0 +1,123 @@
+package dev.artemisrdma.verbs;
+
+import com.sun.jna.Pointer;
+
+/**
+ * One RDMA device context (opened and owned by librdmacm) with a protection domain of ours, so memory can be
+ * registered before any connection exists. Limits come from ibv_query_device / ibv_query_port, never constants.
+ */
+public final class RdmaDevice implements AutoCloseable {
+
+    private final long context;
+    private final long pd;
+    private final String name;
+    private final int maxQpWr;
+    private final int maxSge;
+    private final int maxCqe;
+    private final long maxMrSize;
+    private final int activeMtu;
+    private boolean closed;
+
+    RdmaDevice(long context) throws VerbsException {
+        NativeStruct.requireNonNull(context, "ibv_context");
+        this.context = context;
+        this.name = NativeStruct.readString(IbVerbs.ibv_get_device_name(NativeStruct.readPointer(context,
+                Abi.CONTEXT_DEVICE)));
+        try (NativeStruct attr = new NativeStruct(Abi.DEVICE_ATTR_SIZE);
+             NativeStruct port = new NativeStruct(Abi.PORT_ATTR_BUFFER)) {
+            int rc = IbVerbs.ibv_query_device(context, attr.address());
+            if (rc != 0) {
+                throw new VerbsException("ibv_query_device", rc, "on " + name);
+            }
+            maxQpWr = attr.getInt(Abi.DEVICE_ATTR_MAX_QP_WR);
+            maxSge = attr.getInt(Abi.DEVICE_ATTR_MAX_SGE);
+            maxCqe = attr.getInt(Abi.DEVICE_ATTR_MAX_CQE);
+            maxMrSize = attr.getLong(Abi.DEVICE_ATTR_MAX_MR_SIZE);
+            rc = IbVerbs.ibv_query_port(context, (byte) 1, port.address());
+            if (rc != 0) {
+                throw new VerbsException("ibv_query_port", rc, "on " + name + " port 1");
+            }
+            activeMtu = mtuBytes(port.getInt(Abi.PORT_ATTR_ACTIVE_MTU));
+        }
+        long allocated = IbVerbs.ibv_alloc_pd(context);
+        if (allocated == 0) {
+            throw VerbsException.fromErrno("ibv_alloc_pd", "on " + name);
+        }
+        pd = allocated;
+    }
+
+    private static int mtuBytes(int ibvMtu) {
+        return ibvMtu >= 1 && ibvMtu <= 5 ? 128 << ibvMtu : 0;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    long context() {
+        return context;
+    }
+
+    long pd() {
+        checkOpen();
+        return pd;
+    }
+
+    public int maxQpWr() {
+        return maxQpWr;
+    }
+
+    public int maxSge() {
+        return maxSge;
+    }
+
+    public int maxCqe() {
+        return maxCqe;
+    }
+
+    public long maxMrSize() {
+        return maxMrSize;
+    }
+
+    /** The active MTU of port 1 in bytes. */
+    public int activeMtu() {
+        return activeMtu;
+    }
+
+    /** Allocates and registers a page-aligned slab (local write access only). */
+    public IbvMemoryRegion register(long bytes) throws VerbsException {
+        checkOpen();
+        return new IbvMemoryRegion(this, bytes);
+    }
+
+    public IbvCompletionQueue createCompletionQueue(int entries) throws VerbsException {
+        checkOpen();
+        return new IbvCompletionQueue(this, entries);
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("device " + name + " is closed");
+        }
+    }
+
+    /** Deallocates the protection domain; every memory region and queue pair on it must be gone. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        int rc = IbVerbs.ibv_dealloc_pd(pd);
+        if (rc != 0) {
+            org.slf4j.LoggerFactory.getLogger(RdmaDevice.class).warn(
+                    "ibv_dealloc_pd failed on {}: {} (something still uses the protection domain)", name,
+                    Errno.describe(rc));
+        }
+    }
+
+    @Override
+    public String toString() {
+        return name + "(" + Long.toHexString(Pointer.nativeValue(new Pointer(context))) + ")";
+    }
+}

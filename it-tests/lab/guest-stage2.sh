@@ -1,0 +1,121 @@
+#!/bin/bash
+# Stage 2 of an rdma-lab guest boot. `rdma-lab run` copies this file into the
+# per-run control share; the initramfs's /init runs it, as root, chrooted into
+# the host's root file system (read-only 9p), with its own output going to the
+# kernel console (ttyS0, saved by the host as console.log).
+#
+# The control share (/run/lab-ctl) holds, written by the host:
+#   config  bash assignments: RESULTS (absolute path), PROJECT (absolute path)
+#   argv    the command, NUL-separated
+#   env     the command's environment, NUL-separated NAME=VALUE entries
+# and receives from here:
+#   rc      the command's exit status (only once the command has run)
+#   error   one line per lab failure (the command did not run)
+#
+# The command's stdout goes to ttyS1 and its stderr to ttyS2, which the host
+# streams to its own stdout and stderr.
+set -u; PS4='+[$(read a b </proc/uptime; echo $a)] '; set -x
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+CTL=/run/lab-ctl
+LAB_TMP=/run/lab-tmp
+OUT=/dev/ttyS1
+ERR=/dev/ttyS2
+
+mark() { echo "rdma-lab(guest): [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+fail() {
+    echo "rdma-lab(guest): $*"
+    echo "$*" >> "$CTL/error"
+    sync
+    exit 1
+}
+
+# shellcheck source=/dev/null
+. "$CTL/config" || fail "cannot read $CTL/config"
+
+mark "consoles"
+# --- consoles: raw, so the host gets the bytes exactly as written ----------
+stty -F "$OUT" raw -echo || fail "cannot set up $OUT"
+stty -F "$ERR" raw -echo || fail "cannot set up $ERR"
+
+# --- what udev and systemd would have set up -------------------------------
+mkdir -p /dev/shm /dev/pts /dev/mqueue
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "cannot mount /dev/shm"
+mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts || true
+mount -t mqueue mqueue /dev/mqueue 2>/dev/null || true
+ln -sfn /proc/self/fd /dev/fd
+ln -sfn /proc/self/fd/0 /dev/stdin
+ln -sfn /proc/self/fd/1 /dev/stdout
+ln -sfn /proc/self/fd/2 /dev/stderr
+mkdir -p -m 1777 "$LAB_TMP"
+mkdir -p /run/lab/tmp-upper /run/lab/tmp-work
+hostname rdma-lab
+
+mark "tmp overlay"
+# --- a writable /tmp that still shows the host's /tmp ----------------------
+# The host root is read-only, and a plain tmpfs on /tmp would hide a checkout,
+# ~/.m2 or a results dir that live under the host's /tmp. An overlay keeps the
+# host's files visible (read-only lower layer) and takes writes in guest RAM.
+modprobe overlay || true
+chmod 1777 /run/lab/tmp-upper
+if ! mount -t overlay overlay \
+        -o lowerdir=/tmp,upperdir=/run/lab/tmp-upper,workdir=/run/lab/tmp-work /tmp; then
+    echo "rdma-lab(guest): no overlay on /tmp; /tmp stays read-only (use \$TMPDIR / \$RDMA_LAB_TMP)"
+fi
+
+mark "results share"
+# --- the results share, at the same path as on the host ---------------------
+[ -d "$RESULTS" ] || fail "results dir $RESULTS is not visible in the guest"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 labout "$RESULTS" \
+    || fail "cannot mount the results share at $RESULTS"
+
+# --- names for the lab's addresses (the host's /etc is read-only) ----------
+{
+    cat /etc/hosts 2>/dev/null
+    echo "127.0.1.1 rdma-lab"
+    echo "10.77.0.1 rdma-lab-0"
+    echo "10.77.0.2 rdma-lab-1"
+} > /run/lab/hosts
+mount --bind /run/lab/hosts /etc/hosts || true
+
+mark "soft-roce"
+# --- Soft-RoCE: two rxe devices over the two ends of a veth pair -----------
+# Modules do not auto-load here; crc32_generic first or rxe fails to init crc32.
+modprobe crc32_generic || fail "modprobe crc32_generic failed (is /lib/modules/$(uname -r) there?)"
+modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
+ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24) / v1 (10.77.0.2/24) failed"
+link set lo up
+link add v0 type veth peer name v1
+addr add 10.77.0.1/24 dev v0
+addr add 10.77.0.2/24 dev v1
+link set v0 up
+link set v1 up
+IPCMDS
+rdma link add rxe0 type rxe netdev v0 || fail "rdma link add rxe0 type rxe netdev v0 failed"
+rdma link add rxe1 type rxe netdev v1 || fail "rdma link add rxe1 type rxe netdev v1 failed"
+links=""
+for _ in $(seq 100); do
+    links=$(rdma link show 2>&1)
+    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] && break
+    sleep 0.1
+done
+[ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] || fail "rxe0/rxe1 did not become ACTIVE: $links"
+
+mark "command"
+# --- the command -----------------------------------------------------------
+mapfile -d '' -t ARGV < "$CTL/argv" || fail "cannot read $CTL/argv"
+mapfile -d '' -t ENVV < "$CTL/env" || fail "cannot read $CTL/env"
+[ "${#ARGV[@]}" -gt 0 ] || fail "empty command"
+cd "$PROJECT" || fail "cannot cd to $PROJECT"
+ulimit -l unlimited 2>/dev/null || true
+ulimit -n 65536 2>/dev/null || true
+echo "rdma-lab(guest): running ${ARGV[*]}"
+env -i "${ENVV[@]}" "${ARGV[@]}" < /dev/null > "$OUT" 2> "$ERR"
+rc=$?
+echo "rdma-lab(guest): command exited with $rc"
+# stty sets attributes with TCSADRAIN: it returns once the consoles' output
+# buffers have gone out, so nothing the command wrote is lost at power-off.
+stty -F "$OUT" raw -echo
+stty -F "$ERR" raw -echo
+sync
+echo "$rc" > "$CTL/rc.tmp" && mv "$CTL/rc.tmp" "$CTL/rc"
+sync
