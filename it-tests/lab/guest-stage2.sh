@@ -5,7 +5,8 @@
 # kernel console (ttyS0, saved by the host as console.log).
 #
 # The control share (/run/lab-ctl) holds, written by the host:
-#   config  bash assignments: RESULTS (absolute path), PROJECT (absolute path)
+#   config  bash assignments: RESULTS, PROJECT (absolute paths), OVERLAYS (array
+#           of absolute paths to make writable with a tmpfs-backed overlay)
 #   argv    the command, NUL-separated
 #   env     the command's environment, NUL-separated NAME=VALUE entries
 # and receives from here:
@@ -14,7 +15,7 @@
 #
 # The command's stdout goes to ttyS1 and its stderr to ttyS2, which the host
 # streams to its own stdout and stderr.
-set -u; PS4='+[$(read a b </proc/uptime; echo $a)] '; set -x
+set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CTL=/run/lab-ctl
 LAB_TMP=/run/lab-tmp
@@ -63,7 +64,16 @@ if ! mount -t overlay overlay \
 fi
 
 mark "results share"
-# --- the results share, at the same path as on the host ---------------------
+# --- --overlay dirs: writable, changes discarded at power-off ---------------
+i=0
+while IFS= read -r -d '' d; do
+    i=$((i + 1))
+    mkdir -p "/run/lab/ov$i/upper" "/run/lab/ov$i/work"
+    mount -t overlay overlay -o "lowerdir=$d,upperdir=/run/lab/ov$i/upper,workdir=/run/lab/ov$i/work" "$d" \
+        || fail "cannot mount an overlay on $d"
+done < <(for d in "${OVERLAYS[@]}"; do printf '%s\0' "$d"; done | sort -z)
+
+, at the same path as on the host ---------------------
 [ -d "$RESULTS" ] || fail "results dir $RESULTS is not visible in the guest"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 labout "$RESULTS" \
     || fail "cannot mount the results share at $RESULTS"
