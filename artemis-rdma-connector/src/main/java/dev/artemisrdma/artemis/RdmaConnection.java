@@ -135,7 +135,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
     /** Reports the connection as failed, once, unless it was closed locally first. */
     private void reportLost(RdmaChannel ch, FabricException cause) {
         if (closed.compareAndSet(false, true)) {
-            logger.info("RDMA connection {} to {} lost: {}", ch.id(), ch.remoteAddress(),
+            logger.debug("RDMA connection {} to {} lost: {}", ch.id(), ch.remoteAddress(),
                     cause == null ? "closed by the transport" : cause.getMessage());
             Object id = ch.id();
             listenerExecutor.execute(() -> listener.connectionDestroyed(id, true));
