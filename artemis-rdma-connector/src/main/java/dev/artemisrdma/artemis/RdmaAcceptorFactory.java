@@ -45,11 +45,24 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
         String what = "RDMA acceptor '" + name + "'";
         RdmaParameters.checkKeys(what, params, RdmaParameters.ACCEPTOR_KEYS);
         ProtocolManager core = protocolMap.get(ActiveMQClient.DEFAULT_CORE_PROTOCOL);
-        if (core == null) {
+        if (core == null || !listsCore(params.get(RdmaParameters.PROTOCOLS))) {
             throw new IllegalArgumentException(what + " carries the CORE protocol only, but its protocols setting '"
                     + params.get(RdmaParameters.PROTOCOLS) + "' leaves CORE out; set protocols=CORE or remove it");
         }
         return new RdmaAcceptor(name, clusterConnection, params, handler, listener, threadPool, scheduledThreadPool,
                 protocolMap, core);
+    }
+
+    /** True when no protocols are set or they include CORE (the broker falls back to all when none is known). */
+    private static boolean listsCore(Object protocols) {
+        if (protocols == null) {
+            return true;
+        }
+        for (String protocol : protocols.toString().split(",")) {
+            if (protocol.trim().equalsIgnoreCase(ActiveMQClient.DEFAULT_CORE_PROTOCOL)) {
+                return true;
+            }
+        }
+        return false;
     }
 }

@@ -27,6 +27,9 @@ final class LoopbackTransport implements ChannelTransport {
 
     static final AtomicLong buffersOut = new AtomicLong();
     static final AtomicLong doubleReleases = new AtomicLong();
+    /** Frames written from registered memory (zero copy) and frames the adapter had to copy. */
+    static final AtomicLong registeredWrites = new AtomicLong();
+    static final AtomicLong copiedWrites = new AtomicLong();
 
     private static final int HIGH_WATER = 64;
     private static final AtomicInteger ids = new AtomicInteger();
@@ -137,8 +140,9 @@ final class LoopbackTransport implements ChannelTransport {
         @Override
         public void write(SendBuffer buffer, boolean flush) throws FabricException {
             try {
+                registeredWrites.incrementAndGet();
                 ByteBuffer frame = buffer.buffer().duplicate().flip();
-                write(frame, flush);
+                deliver(frame);
             } finally {
                 buffer.release();
             }
@@ -146,6 +150,11 @@ final class LoopbackTransport implements ChannelTransport {
 
         @Override
         public void write(ByteBuffer frame, boolean flush) throws FabricException {
+            copiedWrites.incrementAndGet();
+            deliver(frame);
+        }
+
+        private void deliver(ByteBuffer frame) throws FabricException {
             if (!open) {
                 throw new FabricException("channel " + id + " is closed");
             }
