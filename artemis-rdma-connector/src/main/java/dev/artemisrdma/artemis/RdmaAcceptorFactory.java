@@ -43,7 +43,7 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
         Map<String, Object> params = new HashMap<>(configuration);
         params.putAll(extraParams);
         String what = "RDMA acceptor '" + name + "'";
-        RdmaParameters.checkKeys(what, params, RdmaParameters.ACCEPTOR_KEYS);
+        RdmaParameters.check(what, params, RdmaParameters.ACCEPTOR_KEYS);
         ProtocolManager core = protocolMap.get(ActiveMQClient.DEFAULT_CORE_PROTOCOL);
         if (core == null || !listsCore(params.get(RdmaParameters.PROTOCOLS))) {
             throw new IllegalArgumentException(what + " carries the CORE protocol only, but its protocols setting '"

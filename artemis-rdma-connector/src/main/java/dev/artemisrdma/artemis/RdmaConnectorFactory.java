@@ -25,7 +25,7 @@ public class RdmaConnectorFactory implements ConnectorFactory {
                                      ClientConnectionLifeCycleListener listener, Executor closeExecutor,
                                      Executor threadPool, ScheduledExecutorService scheduledThreadPool,
                                      ClientProtocolManager protocolManager) {
-        RdmaParameters.checkKeys("RDMA connector", configuration, RdmaParameters.CONNECTOR_KEYS);
+        RdmaParameters.check("RDMA connector", configuration, RdmaParameters.CONNECTOR_KEYS);
         return new RdmaConnector(configuration, handler, listener, closeExecutor, scheduledThreadPool,
                 protocolManager);
     }

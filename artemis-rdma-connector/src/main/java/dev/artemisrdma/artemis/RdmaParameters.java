@@ -7,6 +7,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
 
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.utils.ConfigurationHelper;
 
 /**
@@ -35,11 +36,12 @@ public final class RdmaParameters {
     public static final int DEFAULT_BATCH_DELAY = 0;
     public static final boolean DEFAULT_DIRECT_DELIVER = true;
 
-    /** Tuning keys handed to the transport (receive slots, slot size, credits, send queue, polling, retries). */
-    public static final List<String> TRANSPORT_KEYS = List.of(
-            "receiveSlots", "slotSize", "maxFrameSize", "creditThreshold", "sendQueueDepth", "signalInterval",
-            "maxInlineData", "writeHighWaterMark", "busyPollMicros", "completionThreads", "rnrRetryCount",
-            "retryCount", "connectTimeout");
+    /**
+     * Tuning keys handed to the transport ({@link TransportConfig#fromMap}: receive slots, slot size, frame size,
+     * credit threshold, send queue, signalling, inline data, write high-water mark, busy polling, completion threads
+     * and queue entries, retries, connect timeout), sorted.
+     */
+    public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
     static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY));
     static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, PROTOCOLS, SCHEME));
@@ -53,13 +55,21 @@ public final class RdmaParameters {
         return Set.copyOf(all);
     }
 
-    /** Rejects any key not in {@code valid}, naming it and listing the valid keys. */
-    static void checkKeys(String what, Map<String, ?> params, Set<String> valid) {
+    /**
+     * Rejects any key not in {@code valid}, naming it and listing the valid keys, and any transport value the
+     * transport would refuse, naming its key.
+     */
+    static void check(String what, Map<String, ?> params, Set<String> valid) {
         for (String key : params.keySet()) {
             if (!valid.contains(key)) {
                 throw new IllegalArgumentException(what + ": unknown parameter '" + key + "'; valid parameters are "
                         + new TreeSet<>(valid));
             }
+        }
+        try {
+            TransportConfig.fromMap(transportSettings(params));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(what + ": " + e.getMessage(), e);
         }
     }
 
