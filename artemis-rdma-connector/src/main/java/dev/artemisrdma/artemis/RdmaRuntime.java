@@ -29,7 +29,8 @@ public final class RdmaRuntime {
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final Object LOCK = new Object();
     private static final Map<Map<String, Object>, Shared> transports = new HashMap<>();
-    private static ChannelTransport.Opener opener = TransportAdapter::open;
+    private static final ChannelTransport.Opener DEFAULT_OPENER = TransportAdapter::open;
+    private static ChannelTransport.Opener opener = DEFAULT_OPENER;
     private static Fabric fabric;
 
     private RdmaRuntime() {
@@ -157,6 +158,13 @@ public final class RdmaRuntime {
                 throw new IllegalStateException("RDMA transports are open: " + transports.keySet());
             }
             opener = newOpener;
+        }
+    }
+
+    /** True when a test replaced the transport protocol (see {@link #setOpener}). */
+    static boolean usesLoopbackForTests() {
+        synchronized (LOCK) {
+            return opener != DEFAULT_OPENER;
         }
     }
 
