@@ -19,8 +19,8 @@ set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CTL=/run/lab-ctl
 LAB_TMP=/run/lab-tmp
-OUT=/dev/ttyS1
-ERR=/dev/ttyS2
+OUT=/dev/hvc0
+ERR=/dev/hvc1
 
 mark() { echo "rdma-lab(guest): [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 fail() {
@@ -35,6 +35,8 @@ fail() {
 
 mark "consoles"
 # --- consoles: raw, so the host gets the bytes exactly as written ----------
+modprobe virtio_console || fail "modprobe virtio_console failed"
+for _ in $(seq 50); do [ -e "$ERR" ] && break; sleep 0.1; done
 stty -F "$OUT" raw -echo || fail "cannot set up $OUT"
 stty -F "$ERR" raw -echo || fail "cannot set up $ERR"
 
@@ -63,7 +65,7 @@ if ! mount -t overlay overlay \
     echo "rdma-lab(guest): no overlay on /tmp; /tmp stays read-only (use \$TMPDIR / \$RDMA_LAB_TMP)"
 fi
 
-mark "results share"
+mark "overlays, results share"
 # --- --overlay dirs: writable, changes discarded at power-off ---------------
 i=0
 while IFS= read -r -d '' d; do
@@ -73,7 +75,7 @@ while IFS= read -r -d '' d; do
         || fail "cannot mount an overlay on $d"
 done < <(for d in "${OVERLAYS[@]}"; do printf '%s\0' "$d"; done | sort -z)
 
-, at the same path as on the host ---------------------
+# --- the results share, at the same path as on the host ---------------------
 [ -d "$RESULTS" ] || fail "results dir $RESULTS is not visible in the guest"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 labout "$RESULTS" \
     || fail "cannot mount the results share at $RESULTS"

@@ -121,7 +121,7 @@ final class VerbsConnector {
                 }
                 case REJECTED -> fail(new ConnectionRejectedException("connection to " + target()
                         + " was rejected" + (event.privateData().length == 0 ? " (no listener on that port, or the "
-                        + "peer refused without a reason; status " + event.status() + ")" : ""),
+                        + "peer refused without a reason; status " + event.status() + ")" : ""), remote,
                         event.privateData()));
                 case ADDR_ERROR -> fail(new FabricException("cannot resolve " + target()
                         + " to an RDMA device (RDMA_CM_EVENT_ADDR_ERROR, status " + event.status() + ")"));
