@@ -19,8 +19,8 @@ set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CTL=/run/lab-ctl
 LAB_TMP=/run/lab-tmp
-OUT=/dev/hvc0
-ERR=/dev/hvc1
+OUT=/dev/ttyS1
+ERR=/dev/ttyS2
 
 mark() { echo "rdma-lab(guest): [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 fail() {
@@ -35,8 +35,6 @@ fail() {
 
 mark "consoles"
 # --- consoles: raw, so the host gets the bytes exactly as written ----------
-modprobe virtio_console || fail "modprobe virtio_console failed"
-for _ in $(seq 50); do [ -e "$ERR" ] && break; sleep 0.1; done
 stty -F "$OUT" raw -echo || fail "cannot set up $OUT"
 stty -F "$ERR" raw -echo || fail "cannot set up $ERR"
 

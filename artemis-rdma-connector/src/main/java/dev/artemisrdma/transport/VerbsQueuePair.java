@@ -74,7 +74,7 @@ final class VerbsQueuePair implements QueuePair {
     void onEvent(CmEvent event) {
         switch (event.type()) {
             case ESTABLISHED -> {
-                setPeerPrivateData(event.privateData());
+                // passive side: the peer's data came with the request; the RTU that established us carries none
                 qp.markEstablished();
                 events.established(this);
             }
