@@ -98,6 +98,8 @@ class RandomisedTrafficTest {
         try (Connection c = new Connection(serverConfig, clientConfig)) {
             Writer a = new Writer(c.client, c.clientSide, toServer, seed, rnd.nextLong());
             Writer b = new Writer(c.serverChannel, c.serverSide, toClient, seed + 1, rnd.nextLong());
+            a.peerState = () -> ((RdmaChannelImpl) c.serverChannel).debugState() + " " + serverConfig;
+            b.peerState = () -> ((RdmaChannelImpl) c.client).debugState() + " " + clientConfig;
             CompletableFuture<Void> pauser = pauses
                     ? CompletableFuture.runAsync(() -> pause(c.serverChannel, new Random(seed + 2)))
                     : CompletableFuture.completedFuture(null);
@@ -125,6 +127,11 @@ class RandomisedTrafficTest {
             if (b.sawUnwritable > 0) {
                 Peers.await("onWritable", 5000, () -> c.serverSide.writableEvents.get() > 0);
             }
+            // quiet now: every receive slot is posted again on both sides (a lost one is a credit lost for good)
+            Peers.await("client receives reposted", 5000,
+                    () -> ((RdmaChannelImpl) c.client).receivesPosted() == clientConfig.receiveSlots() + 1);
+            Peers.await("server receives reposted", 5000,
+                    () -> ((RdmaChannelImpl) c.serverChannel).receivesPosted() == serverConfig.receiveSlots() + 1);
             if (rnd.nextBoolean()) {
                 c.client.close();
             } else {
@@ -163,6 +170,7 @@ class RandomisedTrafficTest {
         final long contentSeed;
         final Random rnd;
         volatile Throwable failure;
+        java.util.function.Supplier<String> peerState = () -> "?";
         int sawUnwritable;
 
         Writer(RdmaChannel channel, Peers.Recorder events, int[] sizes, long contentSeed, long seed) {
@@ -193,7 +201,8 @@ class RandomisedTrafficTest {
                         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
                         while (!channel.isWritable()) {
                             if (System.nanoTime() > deadline) {
-                                throw new AssertionError("channel stayed unwritable");
+                                throw new AssertionError("channel stayed unwritable: "
+                                        + ((RdmaChannelImpl) channel).debugState() + " peer: " + peerState.get());
                             }
                             Thread.sleep(0, 200_000);
                         }
