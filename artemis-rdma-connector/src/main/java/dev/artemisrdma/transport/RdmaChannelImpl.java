@@ -56,7 +56,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     // set up by bind() and attach(); guarded by lock afterwards
     private CompletionLoop loop;
-    private int index = -1;
+    private volatile int index = -1; // read by the loop thread to build work request ids
     private int reservedEntries;
     private RegisteredMemory memory;
     private ByteBuffer headerView;
