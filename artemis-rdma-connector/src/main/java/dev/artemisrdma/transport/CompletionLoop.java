@@ -200,7 +200,10 @@ final class CompletionLoop implements Runnable {
             long wrId = batch.wrId(i);
             int index = (int) (wrId >>> 32);
             RdmaChannelImpl ch = index < channels.length() ? channels.get(index) : null;
-            if (ch == null || ch.qpNumber() != batch.qpNumber(i)) {
+            int qpn = batch.qpNumber(i);
+            // the queue pair number guards against a late completion of a closed channel whose index was reused
+            // (0 is never an RC queue pair: a fabric that does not report it skips the check)
+            if (ch == null || (qpn != 0 && ch.qpNumber() != qpn)) {
                 LOG.debug("{}: completion for a closed channel (wr_id {}, {}) ignored", name,
                         Long.toHexString(wrId), WcStatus.name(batch.status(i)));
                 continue;

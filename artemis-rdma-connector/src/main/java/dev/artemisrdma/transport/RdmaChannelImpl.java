@@ -27,6 +27,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
     static final long RECV_BIT = 1L << 31;
     private static final long DRAIN_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(5);
+    /** How long a teardown caused by flushes alone waits for the disconnect event that explains them. */
+    private static final long FLUSH_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
     /** Reassembly buffers above this are dropped after delivery instead of kept for the next frame. */
     private static final int RETAIN_REASSEMBLY_BYTES = 4 << 20;
 
@@ -54,7 +56,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     // set up by bind() and attach(); guarded by lock afterwards
     private CompletionLoop loop;
-    private int index = -1;
+    private volatile int index = -1; // read by the loop thread to build work request ids
     private int reservedEntries;
     private RegisteredMemory memory;
     private ByteBuffer headerView;
@@ -83,6 +85,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private long drainDeadline;
     private boolean closedNotified;
     private boolean silent;
+    private boolean causeIsFlush;
+    private long flushGraceDeadline;
 
     // completion loop thread only
     boolean touched;
@@ -274,7 +278,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void onDisconnected(String reason) {
         lock.lock();
         try {
-            if (state == State.DRAINING || state == State.CLOSED) {
+            if (state == State.CLOSED || (state == State.DRAINING && !causeIsFlush)) {
                 return; // our own disconnect coming back, or already failing
             }
             FabricException why = null;
@@ -283,6 +287,11 @@ final class RdmaChannelImpl implements RdmaChannel {
                         ? "channel " + id + ": peer " + describe(remote) + " closed the connection"
                         : "channel " + id + ": connection to " + describe(remote) + " lost: " + reason);
                 LOG.info("{}", why.getMessage());
+            }
+            if (state == State.DRAINING) {
+                cause = why; // the disconnect explains the flushes seen before it
+                causeIsFlush = false;
+                return;
             }
             beginDisconnectLocked(why);
         } finally {
@@ -512,6 +521,29 @@ final class RdmaChannelImpl implements RdmaChannel {
         return new TransportStats(framesSent, bytesSent, framesReceived, bytesReceived, creditFramesSent,
                 creditFramesReceived, creditStalls, sendQueueStalls, sendsPosted, signaledSends, inlineSends,
                 postCalls);
+    }
+
+    /** Receives posted right now; with no traffic in flight, every slot: none may leak. */
+    int receivesPosted() {
+        lock.lock();
+        try {
+            return receivesOutstanding;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Internal state for diagnostics: credits, queue and ring occupancy. */
+    String debugState() {
+        lock.lock();
+        try {
+            return id + " " + state + " credits=" + credits.sendCredits() + " owed=" + credits.owed()
+                    + " returning=" + credits.isReturning() + " outbox=" + outbox.size() + "/" + outbox.queuedBytes()
+                    + "B ring=" + (ring == null ? "-" : ring.outstanding() + "/" + ring.capacity() + " signaled="
+                    + ring.signaledOutstanding()) + " receives=" + receivesOutstanding + " writable=" + writable;
+        } finally {
+            lock.unlock();
+        }
     }
 
     @Override
@@ -747,10 +779,23 @@ final class RdmaChannelImpl implements RdmaChannel {
             } else if (batchFailureStatus >= 0) {
                 failLocked(completionFailure(batchFailureStatus, batchFailureWhat));
             } else if (batchFlushed && state.compareTo(State.CLOSING) <= 0) {
-                failLocked(new FabricException("channel " + id + " (" + describe(remote)
-                        + "): work requests flushed: the queue pair went to error"));
+                if (remoteClosing) {
+                    beginDisconnectLocked(new FabricException("channel " + id + ": peer " + describe(remote)
+                            + " closed the connection"));
+                } else {
+                    // flushes alone: the queue pair went to error, most likely a disconnect whose event is on its
+                    // way; teardown waits a moment for it, so its reason can replace this one
+                    LOG.debug("channel {} ({}): work requests flushed before any disconnect event", id,
+                            describe(remote));
+                    beginDisconnectLocked(new FabricException("channel " + id + " (" + describe(remote)
+                            + "): work requests flushed: the queue pair went to error"));
+                    causeIsFlush = true;
+                    flushGraceDeadline = System.nanoTime() + FLUSH_GRACE_NANOS;
+                }
             }
-            if (!repost.isEmpty() && (state == State.OPEN || state == State.CLOSING)) {
+            // CONNECTING counts too: the passive side hears "established" after the peer may already have sent,
+            // and a slot not reposted would be a credit lost for good
+            if (!repost.isEmpty() && state.compareTo(State.CLOSING) <= 0) {
                 try {
                     qp.postRecv(repost);
                     receivesOutstanding += repost.size();
@@ -924,6 +969,9 @@ final class RdmaChannelImpl implements RdmaChannel {
      * completion, but is retired by the signaled one after it or is done anyway).
      */
     private boolean isDrainedLocked(long now) {
+        if (causeIsFlush && now - flushGraceDeadline < 0) {
+            return false;
+        }
         if (qp == null || (receivesOutstanding <= 0 && ring.signaledOutstanding() == 0)) {
             return true;
         }

@@ -31,7 +31,8 @@ final class SendRing {
         }
         this.capacity = capacity;
         this.interval = Math.min(interval, capacity);
-        this.lowWater = Math.min(this.interval, capacity);
+        // the claim that leaves fewer than lowWater (>= 1) slots free is signaled, so a full ring always drains
+        this.lowWater = Math.max(1, Math.min(this.interval, capacity / 4));
         this.release = new PooledBuffer[capacity];
         this.signaled = new boolean[capacity];
     }

@@ -56,7 +56,7 @@ final class Peers {
     }
 
     /** Records what a channel's handler sees. */
-    static final class Recorder implements ChannelHandler {
+    static class Recorder implements ChannelHandler {
         final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
         final List<Integer> sizes = Collections.synchronizedList(new ArrayList<>());
         final AtomicInteger writableEvents = new AtomicInteger();

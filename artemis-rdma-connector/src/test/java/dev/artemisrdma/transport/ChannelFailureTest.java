@@ -1,0 +1,263 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** Handshake refusals, errors, disconnects and closes, each with its cause and a clean release. */
+class ChannelFailureTest {
+
+    private static TransportConfig strict() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+    }
+
+    /** A raw fabric-level connect with arbitrary private data, the way a foreign peer would come. */
+    private static ConnectionRejectedException rawConnect(FakeFabric fabric, RdmaServer server, byte[] data) {
+        CompletionQueue[] cq = new CompletionQueue[1];
+        try {
+            cq[0] = fabric.device().createCompletionQueue(16);
+            ConnectionSetup setup = new ConnectionSetup() {
+                @Override
+                public QueuePairSpec queuePairSpec(FabricDevice device) {
+                    return new QueuePairSpec(cq[0], 4, 4, 2, 1, 0);
+                }
+
+                @Override
+                public void prepare(QueuePair qp) {
+                }
+            };
+            return assertThrows(ConnectionRejectedException.class, () -> fabric.connect(server.localAddress(), setup,
+                    new ConnectOptions(data, 0, 0, Duration.ofSeconds(5)), (qp, reason) -> { }));
+        } catch (FabricException e) {
+            throw new AssertionError(e);
+        } finally {
+            if (cq[0] != null) {
+                cq[0].close();
+            }
+        }
+    }
+
+    @Test
+    void foreignPeersAreRejectedWithAReasonAndTheServerServesOthers() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            byte[] v9 = Handshake.encodeConnect(new Handshake.Params(1024, 9, 1 << 20));
+            ByteBuffer.wrap(v9).putShort(4, (short) 9);
+            assertTrue(Handshake.decodeReject(rawConnect(c.fabric, c.server, v9).rejectData())
+                    .startsWith("unsupported protocol version 9"));
+            assertTrue(Handshake.decodeReject(rawConnect(c.fabric, c.server, "GET / HTTP/1.1".getBytes()).rejectData())
+                    .startsWith("not an artemis-rdma peer"));
+            // the existing channel is undisturbed and new ones are still accepted
+            Peers.Recorder second = new Peers.Recorder();
+            RdmaChannel other = c.clientTransport.connect(c.server.localAddress(), second);
+            other.write(ByteBuffer.wrap(new byte[] {1, 2, 3}), true);
+            c.client.write(ByteBuffer.wrap(new byte[] {4}), true);
+            Peers.await("frames", 5000, () -> c.serverSide.count() == 2);
+            other.close();
+            assertTrue(c.client.isOpen());
+        }
+    }
+
+    @Test
+    void aRejectReasonReachesTheConnectingSide() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport t = RdmaTransport.create(fabric, strict())) {
+            FabricListener foreign = fabric.listen(Peers.serverAddress(),
+                    req -> req.reject(Handshake.encodeReject("unsupported protocol version 1")));
+            FabricException e = assertThrows(FabricException.class,
+                    () -> t.connect(foreign.localAddress(), new Peers.Recorder()));
+            assertEquals("rejected by 10.77.0.1:" + foreign.localAddress().getPort()
+                    + ": unsupported protocol version 1", e.getMessage());
+            foreign.close();
+        }
+        assertReleased(fabric);
+    }
+
+    @Test
+    void theAcceptorCanRefuse() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, strict());
+             RdmaTransport client = RdmaTransport.create(fabric, strict())) {
+            AtomicInteger calls = new AtomicInteger();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                if (calls.incrementAndGet() == 1) {
+                    return null;
+                }
+                throw new IllegalStateException("broker is paused");
+            });
+            FabricException e = assertThrows(FabricException.class,
+                    () -> client.connect(s.localAddress(), new Peers.Recorder()));
+            assertTrue(e.getMessage().endsWith("refused by the application"), e.getMessage());
+            e = assertThrows(FabricException.class, () -> client.connect(s.localAddress(), new Peers.Recorder()));
+            assertTrue(e.getMessage().contains("broker is paused"), e.getMessage());
+            assertEquals(0, server.channelCount());
+            assertEquals(0, client.channelCount());
+        }
+        assertReleased(fabric);
+    }
+
+    @Test
+    void aFullCompletionQueueRefusesTheConnectionWithAReason() throws Exception {
+        TransportConfig tiny = strict().toBuilder().sendQueueDepth(32).completionQueueEntries(64).build();
+        try (Connection c = new Connection(tiny, strict())) {
+            FabricException e = assertThrows(FabricException.class,
+                    () -> c.clientTransport.connect(c.server.localAddress(), new Peers.Recorder()));
+            assertTrue(e.getMessage().contains("no completion queue") && e.getMessage().contains("has room"),
+                    e.getMessage());
+            c.client.write(ByteBuffer.wrap(new byte[] {1}), true);
+            Peers.await("frame", 5000, () -> c.serverSide.count() == 1);
+        }
+    }
+
+    @Test
+    void aLostPeerClosesBothSidesWithACause() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.fabric.breakAllConnections("link down");
+            FabricException client = c.clientSide.closed.get(5, TimeUnit.SECONDS);
+            FabricException server = c.serverSide.closed.get(5, TimeUnit.SECONDS);
+            assertNotNull(client);
+            assertNotNull(server);
+            assertTrue(client.getMessage().contains("link down") && client.getMessage().contains("10.77.0.1"),
+                    client.getMessage());
+            assertTrue(server.getMessage().contains("link down") && server.getMessage().contains("10.77.0.2"),
+                    server.getMessage());
+            assertFalse(c.client.isOpen());
+            assertThrows(FabricException.class, () -> c.client.write(ByteBuffer.wrap(new byte[1]), true));
+        }
+    }
+
+    @Test
+    void aPeerThatCloseReportsItAsTheCause() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.serverChannel.forceClose();
+            assertNull(c.serverSide.closed.get(5, TimeUnit.SECONDS));
+            FabricException cause = c.clientSide.closed.get(5, TimeUnit.SECONDS);
+            assertNotNull(cause, "a peer's disconnect is a failure for Artemis");
+        }
+    }
+
+    @Test
+    void theFirstNonFlushErrorIsReportedWithItsMeaning() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.fabric.injectSendErrors(WcStatus.RETRY_EXC_ERR, 1);
+            for (int i = 0; i < 5; i++) {
+                try {
+                    c.client.write(ByteBuffer.wrap(new byte[100]), true);
+                } catch (FabricException closedAlready) {
+                    break;
+                }
+            }
+            FabricException cause = c.clientSide.closed.get(5, TimeUnit.SECONDS);
+            assertNotNull(cause);
+            assertTrue(cause.getMessage().contains("IBV_WC_RETRY_EXC_ERR")
+                    && cause.getMessage().contains("the peer or the network is gone")
+                    && cause.getMessage().contains(c.client.id()), cause.getMessage());
+            assertNotNull(c.serverSide.closed.get(5, TimeUnit.SECONDS), "the server hears of the disconnect");
+        }
+    }
+
+    @Test
+    void closeDuringTrafficReleasesEverything() throws Exception {
+        for (boolean force : new boolean[] {false, true}) {
+            try (Connection c = new Connection(strict(), strict())) {
+                CompletableFuture<Throwable> writer = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        for (int i = 0; ; i++) {
+                            c.client.write(ByteBuffer.wrap(Peers.payload(3, i, 1 + (i * 37) % 5000)), i % 3 == 0);
+                            if (!c.client.isWritable()) {
+                                Thread.onSpinWait();
+                            }
+                        }
+                    } catch (Throwable t) {
+                        return t;
+                    }
+                });
+                Peers.await("traffic", 5000, () -> c.serverSide.count() > 50);
+                if (force) {
+                    c.client.forceClose();
+                } else {
+                    c.client.close();
+                }
+                Throwable end = writer.get(10, TimeUnit.SECONDS);
+                assertTrue(end instanceof FabricException && end.getMessage().contains("is closed"), String.valueOf(end));
+                assertNull(c.clientSide.closed.get(5, TimeUnit.SECONDS));
+                assertNotNull(c.serverSide.closed.get(5, TimeUnit.SECONDS));
+                // whatever arrived, arrived whole and in order
+                for (int i = 0; i < c.serverSide.count(); i++) {
+                    assertEquals(Peers.crc(Peers.payload(3, i, 1 + (i * 37) % 5000)), c.serverSide.crcs.get(i));
+                }
+            }
+        }
+    }
+
+    @Test
+    void oversizedFramesAreRefusedAndTheSmallerMaximumWins() throws Exception {
+        TransportConfig small = strict().toBuilder().maxFrameSize(10_000).build();
+        try (Connection c = new Connection(small, strict())) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> c.client.write(ByteBuffer.allocate(10_001), true));
+            assertTrue(e.getMessage().contains("exceeds the maximum frame size 10000"), e.getMessage());
+            c.client.write(ByteBuffer.allocate(10_000), true);
+            Peers.await("frame", 5000, () -> c.serverSide.count() == 1);
+            assertThrows(IllegalArgumentException.class, () -> c.serverChannel.allocate(10_001));
+            assertTrue(c.client.isOpen());
+        }
+    }
+
+    @Test
+    void pausedReceiverStopsTheSenderAtItsCreditsAndResumes() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.serverChannel.setAutoRead(false);
+            int total = 50;
+            for (int i = 0; i < total; i++) {
+                c.client.write(ByteBuffer.wrap(Peers.payload(9, i, 10)), true);
+            }
+            // the window offered is 8 frames (receiveSlots); nothing beyond it may arrive while paused
+            Peers.await("the window", 5000, () -> c.serverSide.count() == 8);
+            Thread.sleep(50);
+            assertEquals(8, c.serverSide.count(), "frames beyond the credits given");
+            assertTrue(TransportStats.of(c.client).creditStalls() >= 1);
+            c.serverChannel.setAutoRead(true);
+            Peers.await("the rest", 5000, () -> c.serverSide.count() == total);
+            for (int i = 0; i < total; i++) {
+                assertEquals(Peers.crc(Peers.payload(9, i, 10)), c.serverSide.crcs.get(i));
+            }
+        }
+    }
+
+    @Test
+    void sendsAreBatchedInlinedAndSignaledSelectively() throws Exception {
+        try (Connection c = new Connection(strict(), strict().toBuilder().receiveSlots(64).build())) {
+            for (int i = 0; i < 200; i++) {
+                c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 40)), i % 20 == 19);
+            }
+            Peers.await("frames", 5000, () -> c.serverSide.count() == 200);
+            TransportStats s = TransportStats.of(c.client);
+            assertEquals(200, s.framesSent());
+            assertEquals(s.sendsPosted(), s.inlineSends(), "48-byte sends go inline");
+            assertTrue(s.signaledSends() < s.sendsPosted(), s.toString());
+            assertTrue(s.postCalls() < 200, "posted in lists: " + s);
+        }
+    }
+
+    private static void assertReleased(FakeFabric fabric) {
+        try {
+            assertEquals(0, fabric.liveQueuePairs());
+            assertEquals(0, fabric.liveCompletionQueues());
+            assertEquals(0, fabric.liveMemoryRegions());
+            fabric.assertNoViolations();
+        } finally {
+            fabric.close();
+        }
+    }
+}

@@ -1,0 +1,72 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+class CodecTest {
+
+    @Test
+    void handshakeRoundTripsAndFitsInPrivateData() throws Exception {
+        Handshake.Params p = new Handshake.Params(16384, 65, 64 << 20);
+        byte[] connect = Handshake.encodeConnect(p);
+        byte[] accept = Handshake.encodeAccept(p);
+        assertTrue(connect.length <= 56 && accept.length <= 196);
+        assertEquals(p, Handshake.decodeConnect(connect));
+        assertEquals(p, Handshake.decodeAccept(accept));
+        // rdma_cm pads private data with zeros: still decodes
+        byte[] padded = java.util.Arrays.copyOf(connect, 56);
+        assertEquals(p, Handshake.decodeConnect(padded));
+    }
+
+    @Test
+    void foreignOrOtherVersionHandshakesAreRefusedWithAReason() {
+        byte[] data = Handshake.encodeConnect(new Handshake.Params(4096, 9, 1 << 20));
+        ByteBuffer.wrap(data).putShort(4, (short) 9);
+        Handshake.HandshakeException e = assertThrows(Handshake.HandshakeException.class,
+                () -> Handshake.decodeConnect(data));
+        assertTrue(e.getMessage().startsWith("unsupported protocol version 9"), e.getMessage());
+
+        e = assertThrows(Handshake.HandshakeException.class, () -> Handshake.decodeConnect(new byte[56]));
+        assertTrue(e.getMessage().contains("not an artemis-rdma peer"), e.getMessage());
+        e = assertThrows(Handshake.HandshakeException.class, () -> Handshake.decodeConnect(new byte[0]));
+        assertTrue(e.getMessage().contains("not an artemis-rdma peer"), e.getMessage());
+
+        byte[] accept = Handshake.encodeAccept(new Handshake.Params(4096, 9, 1 << 20));
+        e = assertThrows(Handshake.HandshakeException.class, () -> Handshake.decodeConnect(accept));
+        assertTrue(e.getMessage().contains("kind"), e.getMessage());
+
+        byte[] bad = Handshake.encodeConnect(new Handshake.Params(4, 9, 1 << 20));
+        e = assertThrows(Handshake.HandshakeException.class, () -> Handshake.decodeConnect(bad));
+        assertTrue(e.getMessage().contains("slot size 4"), e.getMessage());
+    }
+
+    @Test
+    void rejectReasonRoundTripsWithinTheLimit() {
+        assertEquals("unsupported protocol version 9", Handshake.decodeReject(
+                Handshake.encodeReject("unsupported protocol version 9")));
+        String longReason = "é".repeat(200);
+        byte[] enc = Handshake.encodeReject(longReason);
+        assertTrue(enc.length <= 148, "reject data " + enc.length);
+        String dec = Handshake.decodeReject(enc);
+        assertTrue(longReason.startsWith(dec) && dec.length() > 60, dec);
+        assertEquals("no reason given", Handshake.decodeReject(new byte[0]));
+        assertTrue(Handshake.decodeReject(new byte[] {1, 2, 3}).contains("foreign"));
+    }
+
+    @Test
+    void frameHeaderRoundTrips() {
+        ByteBuffer b = ByteBuffer.allocateDirect(32);
+        FrameHeader.write(b, 8, FrameHeader.FIRST | FrameHeader.LAST, 65535, 123456789);
+        assertEquals(FrameHeader.FIRST | FrameHeader.LAST, FrameHeader.flags(b, 8));
+        assertEquals(65535, FrameHeader.credits(b, 8));
+        assertEquals(123456789, FrameHeader.lengthOrOffset(b, 8));
+        FrameHeader.write(b, 0, FrameHeader.CREDIT | FrameHeader.CLOSE, 0, 0);
+        assertEquals(FrameHeader.CREDIT | FrameHeader.CLOSE, FrameHeader.flags(b, 0));
+        assertEquals(0, FrameHeader.credits(b, 0));
+        assertThrows(IllegalArgumentException.class, () -> FrameHeader.write(b, 0, 0, 65536, 0));
+    }
+}

@@ -1,0 +1,77 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+class ReassemblerTest {
+
+    private static final int F = 100; // fragment capacity
+
+    /** Splits {@code frame} as the sender does and feeds the fragments in; returns the delivered frame. */
+    private static byte[] roundTrip(Reassembler r, byte[] frame) throws FabricException {
+        ByteBuffer result = null;
+        int off = 0;
+        do {
+            int n = Math.min(F, frame.length - off);
+            boolean first = off == 0;
+            boolean last = off + n == frame.length;
+            int flags = (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0);
+            ByteBuffer frag = ByteBuffer.wrap(frame, off, n).slice();
+            ByteBuffer out = r.accept(frag, flags, first ? frame.length : off);
+            if (last) {
+                result = out;
+            } else {
+                assertNull(out);
+            }
+            off += n;
+        } while (off < frame.length);
+        byte[] got = new byte[result.remaining()];
+        result.get(got);
+        r.delivered();
+        return got;
+    }
+
+    @Test
+    void reassemblesEverySizeAroundTheFragmentBoundaries() throws Exception {
+        Reassembler r = new Reassembler(1 << 20, 1 << 16);
+        for (int size : new int[] {0, 1, F - 1, F, F + 1, 2 * F - 1, 2 * F, 2 * F + 1, 10 * F, 12345, 70000}) {
+            byte[] frame = Peers.payload(7, size, size);
+            assertArrayEquals(frame, roundTrip(r, frame), "size " + size);
+        }
+    }
+
+    @Test
+    void singleFragmentFrameIsTheSlotItself() throws Exception {
+        Reassembler r = new Reassembler(1000, 1000);
+        ByteBuffer slot = ByteBuffer.wrap(new byte[] {1, 2, 3});
+        assertSame(slot, r.accept(slot, FrameHeader.FIRST | FrameHeader.LAST, 3));
+    }
+
+    @Test
+    void protocolViolationsAreReported() throws Exception {
+        Reassembler r = new Reassembler(1000, 1000);
+        ByteBuffer ten = ByteBuffer.allocate(10);
+        assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 0), "continuation without first");
+        assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), FrameHeader.FIRST, 2000), "too large");
+        assertThrows(FabricException.class,
+                () -> r.accept(ten.duplicate(), FrameHeader.FIRST | FrameHeader.LAST, 11), "length mismatch");
+        assertNull(r.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertTrue(r.inProgress());
+        FabricException e = assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 5));
+        assertTrue(e.getMessage().contains("offset 5"), e.getMessage());
+        Reassembler r2 = new Reassembler(1000, 1000);
+        assertNull(r2.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertThrows(FabricException.class, () -> r2.accept(ten.duplicate(), FrameHeader.FIRST, 25),
+                "first inside a frame");
+        Reassembler r3 = new Reassembler(1000, 1000);
+        assertNull(r3.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertThrows(FabricException.class, () -> r3.accept(ten.duplicate(), FrameHeader.LAST, 10),
+                "last fragment short");
+    }
+}

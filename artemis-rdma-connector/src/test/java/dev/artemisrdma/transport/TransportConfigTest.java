@@ -1,0 +1,77 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class TransportConfigTest {
+
+    @Test
+    void defaults() {
+        TransportConfig c = TransportConfig.defaults();
+        assertEquals(64, c.receiveSlots());
+        assertEquals(16384, c.slotSize());
+        assertEquals(64 << 20, c.maxFrameSize());
+        assertEquals(16, c.creditThreshold());
+        assertEquals(128, c.sendQueueDepth());
+        assertEquals(16, c.signalInterval());
+        assertEquals(256, c.maxInlineData());
+        assertEquals(4 << 20, c.writeHighWaterMark());
+        assertEquals(50, c.busyPollMicros());
+        assertEquals(1, c.completionThreads());
+        assertEquals(7, c.rnrRetryCount());
+        assertEquals(7, c.retryCount());
+        assertEquals(Duration.ofSeconds(10), c.connectTimeout());
+    }
+
+    @Test
+    void fromMapParsesNumbersSizesAndDurations() {
+        TransportConfig c = TransportConfig.fromMap(Map.of("receiveSlots", "8", "slotSize", "4k",
+                "maxFrameSize", "16MiB", "writeHighWaterMark", 1024, "connectTimeout", "500ms",
+                "rnrRetryCount", 0, "sendQueueDepth", "4"));
+        assertEquals(8, c.receiveSlots());
+        assertEquals(4096, c.slotSize());
+        assertEquals(16 << 20, c.maxFrameSize());
+        assertEquals(2, c.creditThreshold(), "derived from receiveSlots");
+        assertEquals(4, c.signalInterval(), "clamped to a small send queue when not given");
+        assertEquals(1024, c.writeHighWaterMark());
+        assertEquals(Duration.ofMillis(500), c.connectTimeout());
+        assertEquals(Duration.ofSeconds(10), TransportConfig.fromMap(Map.of("connectTimeout", "10s")).connectTimeout());
+        assertEquals(Duration.ofSeconds(3), TransportConfig.fromMap(Map.of("connectTimeout", "PT3S")).connectTimeout());
+    }
+
+    @Test
+    void unknownKeysAndBadValuesAreNamed() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("receiveSlot", 3, "bogus", 1)));
+        assertTrue(e.getMessage().contains("[bogus, receiveSlot]"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("slotSize", "abc")));
+        assertTrue(e.getMessage().startsWith("slotSize"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("slotSize", 100)));
+        assertTrue(e.getMessage().startsWith("slotSize: must be 256"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("rnrRetryCount", 8)));
+        assertTrue(e.getMessage().startsWith("rnrRetryCount"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("receiveSlots", 4, "creditThreshold", 5)));
+        assertTrue(e.getMessage().startsWith("creditThreshold"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("creditThreshold", 0)));
+        assertTrue(e.getMessage().startsWith("creditThreshold"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("connectTimeout", "soon")));
+        assertTrue(e.getMessage().startsWith("connectTimeout"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("completionQueueEntries", 64, "receiveSlots", 64)));
+        assertTrue(e.getMessage().startsWith("completionQueueEntries"), e.getMessage());
+    }
+
+    @Test
+    void toBuilderKeepsDerivedValuesDerived() {
+        TransportConfig c = TransportConfig.defaults().toBuilder().receiveSlots(2).sendQueueDepth(2).build();
+        assertEquals(1, c.creditThreshold());
+        assertEquals(2, c.signalInterval());
+    }
+}
