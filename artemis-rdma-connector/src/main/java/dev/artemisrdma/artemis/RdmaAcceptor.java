@@ -1,0 +1,252 @@
+package dev.artemisrdma.artemis;
+
+import java.lang.invoke.MethodHandles;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.RdmaChannel;
+import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.api.core.SimpleString;
+import org.apache.activemq.artemis.api.core.management.CoreNotificationType;
+import org.apache.activemq.artemis.core.remoting.impl.AbstractAcceptor;
+import org.apache.activemq.artemis.core.security.ActiveMQPrincipal;
+import org.apache.activemq.artemis.core.server.ActiveMQComponent;
+import org.apache.activemq.artemis.core.server.cluster.ClusterConnection;
+import org.apache.activemq.artemis.core.server.management.Notification;
+import org.apache.activemq.artemis.core.server.management.NotificationService;
+import org.apache.activemq.artemis.spi.core.protocol.ProtocolManager;
+import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
+import org.apache.activemq.artemis.spi.core.remoting.Connection;
+import org.apache.activemq.artemis.spi.core.remoting.ServerConnectionLifeCycleListener;
+import org.apache.activemq.artemis.utils.collections.TypedProperties;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Accepts RDMA connections for the broker and hands each to the CORE protocol manager (no protocol detection, no
+ * handshake). Holds a lease on the shared runtime from start to stop.
+ */
+final class RdmaAcceptor extends AbstractAcceptor {
+
+    private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
+
+    private final String name;
+    private final ClusterConnection clusterConnection;
+    private final Map<String, Object> configuration;
+    private final BufferHandler handler;
+    private final ServerConnectionLifeCycleListener listener;
+    private final Executor threadPool;
+    private final ScheduledExecutorService scheduler;
+    private final ProtocolManager core;
+    private final InetSocketAddress address;
+    private final int batchDelay;
+    private final boolean directDeliver;
+    private final Map<Object, RdmaConnection> connections = new ConcurrentHashMap<>();
+    private final ServerConnectionLifeCycleListener tracker = new Tracker();
+    private RdmaRuntime.Lease lease;
+    private AutoCloseable listening;
+    private ScheduledFuture<?> batchFlusher;
+    private NotificationService notificationService;
+    private boolean started;
+
+    RdmaAcceptor(String name, ClusterConnection clusterConnection, Map<String, Object> configuration,
+                 BufferHandler handler, ServerConnectionLifeCycleListener listener, Executor threadPool,
+                 ScheduledExecutorService scheduler, Map<String, ProtocolManager> protocolMap, ProtocolManager core) {
+        super(protocolMap);
+        this.name = name;
+        this.clusterConnection = clusterConnection;
+        this.configuration = configuration;
+        this.handler = handler;
+        this.listener = listener;
+        this.threadPool = threadPool;
+        this.scheduler = scheduler;
+        this.core = core;
+        this.address = new InetSocketAddress(RdmaParameters.host(configuration), RdmaParameters.port(configuration));
+        this.batchDelay = RdmaParameters.batchDelay(configuration);
+        this.directDeliver = RdmaParameters.directDeliver(configuration);
+    }
+
+    @Override
+    public synchronized void start() throws Exception {
+        if (started) {
+            return;
+        }
+        lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+        try {
+            listening = lease.transport().listen(address, this::accepted);
+        } catch (Exception e) {
+            lease.close();
+            lease = null;
+            throw new IllegalStateException("RDMA acceptor '" + name + "' cannot listen on " + address + ": "
+                    + e.getMessage(), e);
+        }
+        if (batchDelay > 0) {
+            batchFlusher = scheduler.scheduleWithFixedDelay(this::flushBatches, batchDelay, batchDelay,
+                    TimeUnit.MILLISECONDS);
+        }
+        started = true;
+        notify(CoreNotificationType.ACCEPTOR_STARTED);
+        logger.info("RDMA acceptor '{}' listening on {}", name, address);
+    }
+
+    private ChannelHandler accepted(RdmaChannel channel) {
+        RdmaConnection connection = new RdmaConnection(configuration, handler, tracker, threadPool, batchDelay,
+                directDeliver).bind(channel);
+        connections.put(connection.getID(), connection);
+        tracker.connectionCreated(this, connection, core);
+        logger.debug("RDMA acceptor '{}' accepted connection {} from {}", name, channel.id(),
+                channel.remoteAddress());
+        return connection;
+    }
+
+    private void flushBatches() {
+        for (RdmaConnection connection : connections.values()) {
+            connection.checkFlushBatchBuffer();
+        }
+    }
+
+    /** Stops accepting new connections; established ones go on. */
+    @Override
+    public synchronized void pause() {
+        closeListener();
+    }
+
+    private void closeListener() {
+        AutoCloseable closing = listening;
+        listening = null;
+        if (closing != null) {
+            try {
+                closing.close();
+            } catch (Exception e) {
+                logger.warn("RDMA acceptor '{}': closing the listener on {} failed: {}", name, address,
+                        e.getMessage(), e);
+            }
+        }
+    }
+
+    @Override
+    public synchronized void stop() {
+        if (!started) {
+            return;
+        }
+        closeListener();
+        if (batchFlusher != null) {
+            batchFlusher.cancel(false);
+            batchFlusher = null;
+        }
+        for (RdmaConnection connection : new ArrayList<>(connections.values())) {
+            connection.destroy();
+        }
+        connections.clear();
+        lease.close();
+        lease = null;
+        started = false;
+        logger.info("RDMA acceptor '{}' on {} stopped", name, address);
+    }
+
+    @Override
+    public void notifyStop() {
+        notify(CoreNotificationType.ACCEPTOR_STOPPED);
+    }
+
+    private void notify(CoreNotificationType type) {
+        NotificationService service;
+        synchronized (this) {
+            service = notificationService;
+        }
+        if (service == null) {
+            return;
+        }
+        TypedProperties props = new TypedProperties();
+        props.putSimpleStringProperty(SimpleString.of("factory"), SimpleString.of(RdmaAcceptorFactory.class.getName()));
+        props.putSimpleStringProperty(SimpleString.of("host"), SimpleString.of(address.getHostString()));
+        props.putIntProperty(SimpleString.of("port"), address.getPort());
+        try {
+            service.sendNotification(new Notification(null, type, props));
+        } catch (Exception e) {
+            logger.warn("RDMA acceptor '{}': sending the {} notification failed: {}", name, type, e.getMessage());
+        }
+    }
+
+    @Override
+    public synchronized boolean isStarted() {
+        return started;
+    }
+
+    @Override
+    public String getName() {
+        return name;
+    }
+
+    @Override
+    public ClusterConnection getClusterConnection() {
+        return clusterConnection;
+    }
+
+    @Override
+    public Map<String, Object> getConfiguration() {
+        return configuration;
+    }
+
+    @Override
+    public synchronized void setNotificationService(NotificationService notificationService) {
+        this.notificationService = notificationService;
+    }
+
+    @Override
+    public void setDefaultActiveMQPrincipal(ActiveMQPrincipal defaultActiveMQPrincipal) {
+        // only unsecurable (in-VM) acceptors take a default principal
+    }
+
+    @Override
+    public boolean isUnsecurable() {
+        return false;
+    }
+
+    /** Nothing to reload: no TLS stores. */
+    @Override
+    public void reload() {
+    }
+
+    @Override
+    public int getActualPort() {
+        return address.getPort();
+    }
+
+    int connectionCount() {
+        return connections.size();
+    }
+
+    /** Keeps the acceptor's connection table in step with what the broker is told. */
+    private final class Tracker implements ServerConnectionLifeCycleListener {
+
+        @Override
+        public void connectionCreated(ActiveMQComponent component, Connection connection, ProtocolManager protocol) {
+            listener.connectionCreated(component, connection, protocol);
+        }
+
+        @Override
+        public void connectionDestroyed(Object connectionID, boolean failed) {
+            if (connections.remove(connectionID) != null) {
+                listener.connectionDestroyed(connectionID, failed);
+            }
+        }
+
+        @Override
+        public void connectionException(Object connectionID, ActiveMQException me) {
+            listener.connectionException(connectionID, me);
+        }
+
+        @Override
+        public void connectionReadyForWrites(Object connectionID, boolean ready) {
+            listener.connectionReadyForWrites(connectionID, ready);
+        }
+    }
+}

@@ -1,0 +1,383 @@
+package dev.artemisrdma.artemis;
+
+import java.lang.invoke.MethodHandles;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.LockSupport;
+
+import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.SendBuffer;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.EventLoop;
+import io.netty.util.ReferenceCountUtil;
+import org.apache.activemq.artemis.api.core.ActiveMQBuffer;
+import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.api.core.ActiveMQInternalErrorException;
+import org.apache.activemq.artemis.api.core.TransportConfiguration;
+import org.apache.activemq.artemis.core.buffers.impl.ChannelBufferWrapper;
+import org.apache.activemq.artemis.core.security.ActiveMQPrincipal;
+import org.apache.activemq.artemis.spi.core.protocol.RemotingConnection;
+import org.apache.activemq.artemis.spi.core.remoting.BaseConnectionLifeCycleListener;
+import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
+import org.apache.activemq.artemis.spi.core.remoting.Connection;
+import org.apache.activemq.artemis.spi.core.remoting.ReadyListener;
+import org.apache.activemq.artemis.utils.SocketAddressUtil;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An Artemis {@link Connection} over one {@link RdmaChannel}, on either side. Each {@code write} is one Core packet
+ * sent as one transport frame, straight from registered memory when the packet was encoded into a buffer of
+ * {@link #createTransportBuffer}; each received frame is handed to Artemis as one packet ({@code capacity == 4 +
+ * length}, {@code readerIndex == 4}). Carries CORE only: no protocol handling, no event loop.
+ */
+final class RdmaConnection implements Connection, ChannelHandler {
+
+    private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
+    private static final int LENGTH_FIELD = 4;
+
+    private final Map<String, Object> endpointParams;
+    private final BufferHandler handler;
+    private final BaseConnectionLifeCycleListener<?> listener;
+    private final Executor listenerExecutor;
+    private final boolean batching;
+    private final boolean directDeliver;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final List<ReadyListener> readyListeners = new ArrayList<>();
+    private volatile RdmaChannel channel;
+    private volatile RemotingConnection protocolConnection;
+
+    /**
+     * @param endpointParams   parameters of the endpoint that made the connection; what a client needs to come back
+     * @param listenerExecutor where a lost peer is reported, off the transport's completion thread
+     * @param batchDelay       &gt; 0: batched writes wait for {@link #checkFlushBatchBuffer} (scheduled by the owner)
+     */
+    RdmaConnection(Map<String, ?> endpointParams, BufferHandler handler, BaseConnectionLifeCycleListener<?> listener,
+                   Executor listenerExecutor, int batchDelay, boolean directDeliver) {
+        this.endpointParams = RdmaParameters.connectorParams(endpointParams);
+        this.handler = handler;
+        this.listener = listener;
+        this.listenerExecutor = listenerExecutor;
+        this.batching = batchDelay > 0;
+        this.directDeliver = directDeliver;
+    }
+
+    /** Attaches the channel; called once, before any frame is delivered for it. */
+    RdmaConnection bind(RdmaChannel channel) {
+        this.channel = channel;
+        return this;
+    }
+
+    RdmaChannel channel() {
+        return channel;
+    }
+
+    // ---- receive side (ChannelHandler, on the transport's completion thread) ----
+
+    @Override
+    public void onFrame(RdmaChannel ch, ByteBuffer frame) {
+        int size = frame.remaining();
+        ByteBuf packet = Unpooled.wrappedBuffer(frame); // no copy: capacity == size, index 0 == length field
+        try {
+            if (size < LENGTH_FIELD || packet.getInt(0) != size - LENGTH_FIELD) {
+                failOnBadFrame(ch, size, packet);
+                return;
+            }
+            packet.readerIndex(LENGTH_FIELD);
+            handler.bufferReceived(ch.id(), new ChannelBufferWrapper(packet));
+        } catch (RuntimeException e) {
+            logger.warn("RDMA connection {} to {}: handling a received packet failed", ch.id(), ch.remoteAddress(), e);
+            ActiveMQException failure = new ActiveMQInternalErrorException(e.getMessage(), e);
+            listener.connectionException(ch.id(), failure);
+        } finally {
+            packet.release();
+        }
+    }
+
+    private void failOnBadFrame(RdmaChannel ch, int size, ByteBuf packet) {
+        String lengthField = size < LENGTH_FIELD ? "none" : Integer.toString(packet.getInt(0));
+        logger.error("RDMA connection {} to {}: received a {}-byte frame whose Core length field is {}, expected {};"
+                + " closing the connection", ch.id(), ch.remoteAddress(), size, lengthField, size - LENGTH_FIELD);
+        ch.forceClose();
+        reportLost(ch, new FabricException("malformed Core frame from " + ch.remoteAddress()));
+    }
+
+    @Override
+    public void onEndOfBatch(RdmaChannel ch) {
+        handler.endOfBatch(ch.id());
+    }
+
+    @Override
+    public void onWritable(RdmaChannel ch) {
+        fireReady(true);
+        listener.connectionReadyForWrites(ch.id(), true);
+    }
+
+    @Override
+    public void onClosed(RdmaChannel ch, FabricException cause) {
+        if (cause == null && closed.get()) {
+            logger.debug("RDMA connection {} to {} closed", ch.id(), ch.remoteAddress());
+            return;
+        }
+        reportLost(ch, cause);
+    }
+
+    /** Reports the connection as failed, once, unless it was closed locally first. */
+    private void reportLost(RdmaChannel ch, FabricException cause) {
+        if (closed.compareAndSet(false, true)) {
+            logger.debug("RDMA connection {} to {} lost: {}", ch.id(), ch.remoteAddress(),
+                    cause == null ? "closed by the transport" : cause.getMessage());
+            Object id = ch.id();
+            listenerExecutor.execute(() -> listener.connectionDestroyed(id, true));
+        }
+    }
+
+    // ---- send side ----
+
+    @Override
+    public ActiveMQBuffer createTransportBuffer(int size) {
+        RdmaChannel ch = channel;
+        return new ChannelBufferWrapper(RegisteredByteBuf.allocate(ch::allocate, ch, size), true);
+    }
+
+    @Override
+    public void write(ActiveMQBuffer buffer, boolean flush, boolean batched) {
+        send(buffer, flush || !batched || !batching);
+    }
+
+    @Override
+    public void write(ActiveMQBuffer buffer, boolean flush, boolean batched, ChannelFutureListener futureListener) {
+        if (futureListener != null) {
+            ReferenceCountUtil.release(buffer.byteBuf());
+            throw new UnsupportedOperationException("RDMA connection " + getID()
+                    + ": writes with a Netty ChannelFutureListener are not supported (CORE only)");
+        }
+        write(buffer, flush, batched);
+    }
+
+    @Override
+    public void write(ActiveMQBuffer buffer, boolean requestFlush) {
+        send(buffer, requestFlush);
+    }
+
+    @Override
+    public void write(ActiveMQBuffer buffer) {
+        send(buffer, true);
+    }
+
+    /** Sends one whole packet and releases its buffer (the transport owns it from here, as with Netty). */
+    private void send(ActiveMQBuffer buffer, boolean post) {
+        ByteBuf bytes = buffer.byteBuf();
+        RdmaChannel ch = channel;
+        try {
+            SendBuffer registered = bytes instanceof RegisteredByteBuf rb && rb.isOwnedBy(ch)
+                    ? rb.takeSendBuffer() : null;
+            if (registered != null) {
+                ch.write(registered, post);
+            } else {
+                ch.write(bytes.nioBuffer(bytes.readerIndex(), bytes.readableBytes()), post);
+            }
+        } catch (FabricException | IllegalStateException e) {
+            // a closed or failed channel: its onClosed reports the loss; nothing can be sent any more
+            logger.debug("RDMA connection {} to {}: packet not sent: {}", ch.id(), ch.remoteAddress(), e.getMessage());
+        } finally {
+            ReferenceCountUtil.release(bytes);
+        }
+    }
+
+    @Override
+    public void flush() {
+        try {
+            channel.flush();
+        } catch (FabricException e) {
+            throw new IllegalStateException("RDMA connection " + getID() + " to " + getRemoteAddress()
+                    + ": flush failed: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void checkFlushBatchBuffer() {
+        if (batching && !closed.get()) {
+            try {
+                channel.flush();
+            } catch (FabricException e) {
+                logger.debug("RDMA connection {}: batch flush failed: {}", getID(), e.getMessage());
+            }
+        }
+    }
+
+    // ---- back-pressure ----
+
+    @Override
+    public boolean isWritable(ReadyListener readyListener) {
+        if (channel.isWritable()) {
+            return true;
+        }
+        synchronized (readyListeners) {
+            if (!readyListeners.contains(readyListener)) {
+                readyListeners.add(readyListener);
+            }
+        }
+        if (channel.isWritable()) { // became writable while registering: onWritable may have run already
+            fireReady(true);
+        }
+        return false;
+    }
+
+    @Override
+    public void fireReady(boolean ready) {
+        if (!ready) {
+            return;
+        }
+        List<ReadyListener> toCall;
+        synchronized (readyListeners) {
+            if (readyListeners.isEmpty()) {
+                return;
+            }
+            toCall = new ArrayList<>(readyListeners);
+            readyListeners.clear();
+        }
+        for (ReadyListener readyListener : toCall) {
+            try {
+                readyListener.readyForWriting();
+            } catch (Throwable t) {
+                logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
+            }
+        }
+    }
+
+    @Override
+    public boolean blockUntilWritable(long timeout, TimeUnit timeUnit) {
+        long deadline = System.nanoTime() + timeUnit.toNanos(timeout);
+        while (!channel.isWritable()) {
+            if (!channel.isOpen()) {
+                throw new IllegalStateException("RDMA connection " + getID() + " closed or disconnected");
+            }
+            if (System.nanoTime() - deadline >= 0) {
+                return false;
+            }
+            LockSupport.parkNanos(100_000L);
+        }
+        return true;
+    }
+
+    @Override
+    public void setAutoRead(boolean autoRead) {
+        channel.setAutoRead(autoRead);
+    }
+
+    // ---- lifecycle ----
+
+    @Override
+    public boolean isOpen() {
+        return !closed.get() && channel.isOpen();
+    }
+
+    /** Orderly close: packets already written go first. Tells the listener the connection was closed, not lost. */
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            channel.close();
+            listener.connectionDestroyed(getID(), false);
+        }
+    }
+
+    /** Closes the channel at once and tells nobody (the caller is the one that decided). */
+    @Override
+    public void forceClose() {
+        closed.set(true);
+        channel.forceClose();
+    }
+
+    /** Closes the channel as the acceptor stops, and reports the connection as failed so clients fail over. */
+    void destroy() {
+        if (closed.compareAndSet(false, true)) {
+            channel.close();
+            listener.connectionDestroyed(getID(), true);
+        }
+    }
+
+    // ---- identity and configuration ----
+
+    @Override
+    public Object getID() {
+        return channel.id();
+    }
+
+    @Override
+    public RemotingConnection getProtocolConnection() {
+        return protocolConnection;
+    }
+
+    @Override
+    public void setProtocolConnection(RemotingConnection connection) {
+        this.protocolConnection = connection;
+    }
+
+    @Override
+    public EventLoop getEventLoop() {
+        throw new UnsupportedOperationException("RDMA connections carry CORE only and have no Netty event loop");
+    }
+
+    @Override
+    public String getRemoteAddress() {
+        return address(channel.remoteAddress());
+    }
+
+    @Override
+    public String getLocalAddress() {
+        return address(channel.localAddress());
+    }
+
+    private static String address(InetSocketAddress address) {
+        return SocketAddressUtil.toString(address);
+    }
+
+    @Override
+    public TransportConfiguration getConnectorConfig() {
+        return new TransportConfiguration(RdmaConnectorFactory.class.getName(), endpointParams);
+    }
+
+    @Override
+    public boolean isSameTarget(TransportConfiguration... configs) {
+        for (TransportConfiguration config : configs) {
+            if (config != null && RdmaConnectorFactory.class.getName().equals(config.getFactoryClassName())
+                    && RdmaParameters.sameEndpoint(endpointParams, config.getParams())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Override
+    public boolean isDirectDeliver() {
+        return directDeliver;
+    }
+
+    @Override
+    public ActiveMQPrincipal getDefaultActiveMQPrincipal() {
+        return null;
+    }
+
+    @Override
+    public boolean isUsingProtocolHandling() {
+        return false;
+    }
+
+    @Override
+    public String toString() {
+        RdmaChannel ch = channel;
+        return "RdmaConnection[id=" + (ch == null ? "unbound" : ch.id()) + ", local=" + (ch == null ? null
+                : getLocalAddress()) + ", remote=" + (ch == null ? null : getRemoteAddress()) + "]";
+    }
+}

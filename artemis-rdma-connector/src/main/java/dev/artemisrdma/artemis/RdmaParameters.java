@@ -1,0 +1,126 @@
+package dev.artemisrdma.artemis;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
+
+import dev.artemisrdma.transport.TransportConfig;
+import org.apache.activemq.artemis.utils.ConfigurationHelper;
+
+/**
+ * The parameters of an RDMA acceptor or connector: the names users type in broker.xml URLs, broker properties,
+ * {@code TransportConfiguration} maps and {@code rdma://} URLs, their defaults, and validation that names an unknown
+ * key and lists the valid ones.
+ *
+ * <p>Keys this layer reads itself: {@value #HOST}, {@value #PORT}, {@value #BATCH_DELAY}, {@value #DIRECT_DELIVER}
+ * (acceptor only). Every key of {@link #TRANSPORT_KEYS} goes unchanged to the transport (its defaults and ranges
+ * are the transport's). The acceptor also tolerates {@value #PROTOCOLS} (read by the broker) and {@value #SCHEME}
+ * (added by the broker's {@code tcp://} URL parser when an acceptor is switched by {@link RdmaAcceptorPlugin}).
+ */
+public final class RdmaParameters {
+
+    public static final String HOST = "host";
+    public static final String PORT = "port";
+    /** Milliseconds a batched write may wait for the next flush; 0 (the default) flushes every write, as Netty. */
+    public static final String BATCH_DELAY = "batchDelay";
+    /** Acceptor: deliver messages on the calling thread (Netty's default: true). */
+    public static final String DIRECT_DELIVER = "directDeliver";
+    public static final String PROTOCOLS = "protocols";
+    public static final String SCHEME = "scheme";
+
+    public static final String DEFAULT_HOST = "localhost";
+    public static final int DEFAULT_PORT = 61700;
+    public static final int DEFAULT_BATCH_DELAY = 0;
+    public static final boolean DEFAULT_DIRECT_DELIVER = true;
+
+    /**
+     * Tuning keys handed to the transport ({@link TransportConfig#fromMap}: receive slots, slot size, frame size,
+     * credit threshold, send queue, signalling, inline data, write high-water mark, busy polling, completion threads
+     * and queue entries, retries, connect timeout), sorted.
+     */
+    public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
+
+    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY));
+    static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, PROTOCOLS, SCHEME));
+
+    private RdmaParameters() {
+    }
+
+    private static Set<String> keys(List<String> own) {
+        Set<String> all = new TreeSet<>(own);
+        all.addAll(TRANSPORT_KEYS);
+        return Set.copyOf(all);
+    }
+
+    /**
+     * Rejects any key not in {@code valid}, naming it and listing the valid keys, and any transport value the
+     * transport would refuse, naming its key.
+     */
+    static void check(String what, Map<String, ?> params, Set<String> valid) {
+        for (String key : params.keySet()) {
+            if (!valid.contains(key)) {
+                throw new IllegalArgumentException(what + ": unknown parameter '" + key + "'; valid parameters are "
+                        + new TreeSet<>(valid));
+            }
+        }
+        try {
+            TransportConfig.fromMap(transportSettings(params));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(what + ": " + e.getMessage(), e);
+        }
+    }
+
+    static String host(Map<String, ?> params) {
+        return ConfigurationHelper.getStringProperty(HOST, DEFAULT_HOST, params);
+    }
+
+    static int port(Map<String, ?> params) {
+        return ConfigurationHelper.getIntProperty(PORT, DEFAULT_PORT, params);
+    }
+
+    static int batchDelay(Map<String, ?> params) {
+        return ConfigurationHelper.getIntProperty(BATCH_DELAY, DEFAULT_BATCH_DELAY, params);
+    }
+
+    static boolean directDeliver(Map<String, ?> params) {
+        return ConfigurationHelper.getBooleanProperty(DIRECT_DELIVER, DEFAULT_DIRECT_DELIVER, params);
+    }
+
+    /** The transport tuning entries of {@code params}, in a stable order (also the key of a shared transport). */
+    static Map<String, Object> transportSettings(Map<String, ?> params) {
+        Map<String, Object> settings = new LinkedHashMap<>();
+        for (String key : TRANSPORT_KEYS) {
+            Object value = params.get(key);
+            if (value != null) {
+                settings.put(key, value.toString());
+            }
+        }
+        return settings;
+    }
+
+    /** The parameters a client needs to reach an endpoint configured with {@code params}: host, port and tuning. */
+    static Map<String, Object> connectorParams(Map<String, ?> params) {
+        Map<String, Object> connector = new LinkedHashMap<>();
+        connector.put(HOST, host(params));
+        connector.put(PORT, port(params));
+        connector.putAll(transportSettings(params));
+        return connector;
+    }
+
+    /** Same node: same port and same host, "localhost" and "127.0.0.1" being the same host. */
+    static boolean sameEndpoint(Map<String, ?> a, Map<String, ?> b) {
+        if (port(a) != port(b)) {
+            return false;
+        }
+        String hostA = host(a);
+        String hostB = host(b);
+        return Objects.equals(hostA, hostB) || (isLoopback(hostA) && isLoopback(hostB));
+    }
+
+    private static boolean isLoopback(String host) {
+        return "localhost".equals(host) || "127.0.0.1".equals(host);
+    }
+}

@@ -1,0 +1,48 @@
+package dev.artemisrdma.artemis;
+
+import java.net.InetSocketAddress;
+import java.util.Map;
+import java.util.function.Function;
+
+import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.Fabric;
+import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.TransportConfig;
+
+/** {@link ChannelTransport} on the transport protocol, {@link RdmaTransport}. */
+final class TransportAdapter implements ChannelTransport {
+
+    private final RdmaTransport transport;
+
+    private TransportAdapter(RdmaTransport transport) {
+        this.transport = transport;
+    }
+
+    /** Opens a transport on {@code fabric} with {@code settings} (transport keys; a bad one is named). */
+    static ChannelTransport open(Fabric fabric, Map<String, Object> settings) {
+        return new TransportAdapter(RdmaTransport.create(fabric, TransportConfig.fromMap(settings)));
+    }
+
+    @Override
+    public AutoCloseable listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
+            throws FabricException {
+        return transport.listen(address, onAccepted::apply);
+    }
+
+    @Override
+    public RdmaChannel connect(InetSocketAddress address, ChannelHandler handler) throws FabricException {
+        return transport.connect(address, handler);
+    }
+
+    @Override
+    public void close() {
+        transport.close();
+    }
+
+    @Override
+    public String toString() {
+        return transport.toString();
+    }
+}

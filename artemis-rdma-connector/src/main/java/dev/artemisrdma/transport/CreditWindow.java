@@ -1,0 +1,90 @@
+package dev.artemisrdma.transport;
+
+/**
+ * Receive-credit accounting of one connection, both directions. Not thread-safe: the channel holds its lock.
+ *
+ * <p>Send side: one credit is one receive the peer has posted for us; a SEND without a credit would hit an empty
+ * receive queue (RNR). Receive side: every receive we repost is a credit we owe the peer; it travels back in the
+ * header of our next SEND, or in an explicit credit frame once {@code threshold} have piled up.
+ *
+ * <p>The last credit is spent only on a SEND that also returns credit (Qpid's rule). Otherwise both sides could
+ * spend their last credits on data at the same time and then each hold credit for the other that it has no
+ * credit left to send: a deadlock at zero. Each side posts one receive more than the credits it means to offer,
+ * so even a window of one frame keeps flowing under this rule.
+ */
+final class CreditWindow {
+
+    private final int threshold;
+    private int sendCredits;
+    private int owed;
+    private boolean returning = true;
+
+    CreditWindow(int threshold) {
+        if (threshold < 1) {
+            throw new IllegalArgumentException("threshold " + threshold);
+        }
+        this.threshold = threshold;
+    }
+
+    /** Credits the peer granted: its initial credits, or credits returned in a header. */
+    void grant(int credits) {
+        sendCredits += credits;
+    }
+
+    /** Receives were reposted: their credit is owed to the peer. */
+    void reposted(int receives) {
+        owed += receives;
+    }
+
+    /** With false, credit is kept back (back-pressure on the peer); nothing is returned until true again. */
+    void setReturning(boolean returning) {
+        this.returning = returning;
+    }
+
+    boolean isReturning() {
+        return returning;
+    }
+
+    /** Credits the next SEND would carry back. */
+    int returnable() {
+        return returning ? Math.min(owed, FrameHeader.MAX_CREDITS) : 0;
+    }
+
+    /** May a data frame go now? Never on the last credit unless it returns credit. */
+    boolean maySendData() {
+        return sendCredits > 1 || (sendCredits == 1 && returnable() > 0);
+    }
+
+    /** Is an explicit credit frame due (and affordable)? It always returns credit, so it may use the last one. */
+    boolean creditFrameDue() {
+        return sendCredits >= 1 && returnable() >= threshold;
+    }
+
+    /** May a frame that returns credit go now (a credit frame before the threshold, e.g. on resume)? */
+    boolean mayReturnCredit() {
+        return sendCredits >= 1 && returnable() > 0;
+    }
+
+    /** Spends one credit on a SEND and hands back the credits its header returns. */
+    int spend() {
+        if (sendCredits < 1) {
+            throw new IllegalStateException("no send credit");
+        }
+        int give = returnable();
+        sendCredits--;
+        owed -= give;
+        return give;
+    }
+
+    int sendCredits() {
+        return sendCredits;
+    }
+
+    int owed() {
+        return owed;
+    }
+
+    int threshold() {
+        return threshold;
+    }
+}

@@ -1,0 +1,51 @@
+package dev.artemisrdma.transport;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The 8-byte header in front of every SEND (its own scatter-gather entry, so payloads are never copied to make
+ * room for it). Big-endian:
+ *
+ * <pre>
+ *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye)
+ *  1  1  reserved, 0
+ *  2  2  credits returned to the receiver of this SEND (unsigned)
+ *  4  4  FIRST fragment: the whole frame's length; later fragments: this fragment's offset in the frame
+ * </pre>
+ *
+ * A frame of one fragment carries FIRST|LAST. The payload length is the SEND's length minus the header.
+ */
+public final class FrameHeader {
+
+    public static final int LENGTH = 8;
+    public static final int FIRST = 0x01;
+    public static final int LAST = 0x02;
+    public static final int CREDIT = 0x04;
+    public static final int CLOSE = 0x08;
+    public static final int MAX_CREDITS = 0xFFFF;
+
+    private FrameHeader() {
+    }
+
+    public static void write(ByteBuffer b, int offset, int flags, int credits, int lengthOrOffset) {
+        if (credits < 0 || credits > MAX_CREDITS) {
+            throw new IllegalArgumentException("credits " + credits);
+        }
+        b.put(offset, (byte) flags);
+        b.put(offset + 1, (byte) 0);
+        b.putShort(offset + 2, (short) credits);
+        b.putInt(offset + 4, lengthOrOffset);
+    }
+
+    public static int flags(ByteBuffer b, int offset) {
+        return b.get(offset) & 0xFF;
+    }
+
+    public static int credits(ByteBuffer b, int offset) {
+        return b.getShort(offset + 2) & 0xFFFF;
+    }
+
+    public static int lengthOrOffset(ByteBuffer b, int offset) {
+        return b.getInt(offset + 4);
+    }
+}

@@ -1,0 +1,141 @@
+package dev.artemisrdma.transport;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The connection handshake, carried in rdma_cm private data (connect: at most 56 bytes, accept: at most 196,
+ * reject: at most 148). Each side states what it offers the other: its receive slot size, the receives it has
+ * posted (the peer's initial send credits) and the largest frame it accepts. Big-endian:
+ *
+ * <pre>
+ *  offset size  connect / accept                    reject
+ *   0     4     magic 0x41524D41 ("ARMA")            magic
+ *   4     2     protocol version (1)                 protocol version
+ *   6     2     kind: 1 connect, 2 accept            kind: 3 reject
+ *   8     4     receive slot size (bytes)            reason length n
+ *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
+ *  16     4     maximum frame size (bytes)
+ *  20     4     reserved, 0
+ * </pre>
+ *
+ * A newer peer must keep the magic and the version field where they are, so an old one can say why it refuses.
+ */
+public final class Handshake {
+
+    public static final int MAGIC = 0x41524D41;
+    public static final short VERSION = 1;
+    public static final int LENGTH = 24;
+    static final short KIND_CONNECT = 1;
+    static final short KIND_ACCEPT = 2;
+    static final short KIND_REJECT = 3;
+    /** Reject private data is limited to 148 bytes over RDMA_PS_TCP. */
+    static final int MAX_REASON_BYTES = 148 - 12;
+
+    /** What one side offers: the peer sends into slots of {@code slotSize} with {@code initialCredits} credits. */
+    public record Params(int slotSize, int initialCredits, int maxFrameSize) {
+    }
+
+    private Handshake() {
+    }
+
+    public static byte[] encodeConnect(Params p) {
+        return encode(KIND_CONNECT, p);
+    }
+
+    public static byte[] encodeAccept(Params p) {
+        return encode(KIND_ACCEPT, p);
+    }
+
+    /** The peer's connect request; the exception message is the reason to reject it with. */
+    public static Params decodeConnect(byte[] data) throws HandshakeException {
+        return decode(KIND_CONNECT, data);
+    }
+
+    public static Params decodeAccept(byte[] data) throws HandshakeException {
+        return decode(KIND_ACCEPT, data);
+    }
+
+    public static byte[] encodeReject(String reason) {
+        byte[] text = truncateUtf8(reason == null ? "" : reason, MAX_REASON_BYTES);
+        ByteBuffer b = ByteBuffer.allocate(12 + text.length);
+        b.putInt(MAGIC).putShort(VERSION).putShort(KIND_REJECT).putInt(text.length).put(text);
+        return b.array();
+    }
+
+    /** The reason in a reject's private data, or a description of what came when it is not ours. */
+    public static String decodeReject(byte[] data) {
+        if (data == null || data.length == 0) {
+            return "no reason given";
+        }
+        ByteBuffer b = ByteBuffer.wrap(data);
+        if (data.length < 12 || b.getInt(0) != MAGIC || b.getShort(6) != KIND_REJECT) {
+            return "no reason given (" + data.length + " bytes of foreign reject data)";
+        }
+        int n = b.getInt(8);
+        if (n < 0 || n > data.length - 12) {
+            return "malformed reject reason";
+        }
+        return new String(data, 12, n, StandardCharsets.UTF_8);
+    }
+
+    private static byte[] encode(short kind, Params p) {
+        ByteBuffer b = ByteBuffer.allocate(LENGTH);
+        b.putInt(MAGIC).putShort(VERSION).putShort(kind)
+                .putInt(p.slotSize()).putInt(p.initialCredits()).putInt(p.maxFrameSize()).putInt(0);
+        return b.array();
+    }
+
+    private static Params decode(short kind, byte[] data) throws HandshakeException {
+        // rdma_cm pads private data with zeros up to the transport's size, so only a minimum length is checked
+        if (data == null || data.length < 8) {
+            throw new HandshakeException("not an artemis-rdma peer (handshake of " + (data == null ? 0 : data.length)
+                    + " bytes)");
+        }
+        ByteBuffer b = ByteBuffer.wrap(data);
+        int magic = b.getInt(0);
+        if (magic != MAGIC) {
+            throw new HandshakeException(String.format("not an artemis-rdma peer (magic 0x%08x)", magic));
+        }
+        short version = b.getShort(4);
+        if (version != VERSION) {
+            throw new HandshakeException("unsupported protocol version " + version + " (this side speaks "
+                    + VERSION + ")");
+        }
+        if (data.length < LENGTH) {
+            throw new HandshakeException("truncated handshake (" + data.length + " bytes)");
+        }
+        if (b.getShort(6) != kind) {
+            throw new HandshakeException("unexpected handshake kind " + b.getShort(6));
+        }
+        int slotSize = b.getInt(8);
+        int credits = b.getInt(12);
+        int maxFrame = b.getInt(16);
+        if (slotSize <= FrameHeader.LENGTH || credits < 2 || maxFrame < 1) {
+            throw new HandshakeException("invalid handshake: slot size " + slotSize + ", credits " + credits
+                    + ", max frame " + maxFrame);
+        }
+        return new Params(slotSize, credits, maxFrame);
+    }
+
+    private static byte[] truncateUtf8(String s, int max) {
+        byte[] all = s.getBytes(StandardCharsets.UTF_8);
+        if (all.length <= max) {
+            return all;
+        }
+        int n = max;
+        while (n > 0 && (all[n] & 0xC0) == 0x80) {
+            n--; // do not cut a multi-byte character in half
+        }
+        byte[] cut = new byte[n];
+        System.arraycopy(all, 0, cut, 0, n);
+        return cut;
+    }
+
+    /** A handshake that is not ours or not acceptable; the message says why. */
+    public static final class HandshakeException extends Exception {
+        public HandshakeException(String message) {
+            super(message);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+package dev.artemisrdma.transport;
+
+/**
+ * Frames written but not yet fully posted, in order: a growable ring of buffers (the buffers carry their own
+ * progress), so queuing allocates only when the ring grows. Not thread-safe: the channel's lock guards it.
+ */
+final class Outbox {
+
+    private PooledBuffer[] frames = new PooledBuffer[16];
+    private int head;
+    private int size;
+    private long queuedBytes;
+
+    void add(PooledBuffer frame) {
+        if (size == frames.length) {
+            PooledBuffer[] bigger = new PooledBuffer[frames.length * 2];
+            for (int i = 0; i < size; i++) {
+                bigger[i] = frames[(head + i) % frames.length];
+            }
+            frames = bigger;
+            head = 0;
+        }
+        frames[(head + size) % frames.length] = frame;
+        size++;
+        queuedBytes += frame.frameLength;
+    }
+
+    PooledBuffer peek() {
+        return size == 0 ? null : frames[head];
+    }
+
+    /** Removes the head frame, all of it posted. */
+    PooledBuffer remove() {
+        PooledBuffer f = frames[head];
+        frames[head] = null;
+        head = (head + 1) % frames.length;
+        size--;
+        return f;
+    }
+
+    /** Bytes of the queued frames not yet posted. */
+    long queuedBytes() {
+        return queuedBytes;
+    }
+
+    void posted(int bytes) {
+        queuedBytes -= bytes;
+    }
+
+    boolean isEmpty() {
+        return size == 0;
+    }
+
+    int size() {
+        return size;
+    }
+
+    /** Drops every queued frame, releasing its buffer (none of it may be posted still). */
+    void releaseAll() {
+        while (size > 0) {
+            remove().releaseFromChannel();
+        }
+        queuedBytes = 0;
+    }
+}

@@ -1,0 +1,31 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+
+/** A listening endpoint of an {@link RdmaTransport}. Closing it stops new connections; accepted ones live on. */
+public final class RdmaServer implements AutoCloseable {
+
+    private final FabricListener listener;
+    private final Runnable onClose;
+
+    RdmaServer(FabricListener listener, Runnable onClose) {
+        this.listener = listener;
+        this.onClose = onClose;
+    }
+
+    /** The bound address, with the real port when 0 was asked for. */
+    public InetSocketAddress localAddress() {
+        return listener.localAddress();
+    }
+
+    @Override
+    public void close() {
+        listener.close();
+        onClose.run();
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaServer[" + RdmaTransport.describe(localAddress()) + "]";
+    }
+}

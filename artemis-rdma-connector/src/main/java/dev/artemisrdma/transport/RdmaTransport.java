@@ -1,0 +1,257 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The RDMA transport: reliable, ordered, message-preserving channels over RC queue pairs of a {@link Fabric},
+ * with receive credits so that a SEND never meets an empty receive queue.
+ *
+ * <p>Owns, per device, the send buffer pool and the completion loops (created when a connection first uses the
+ * device). Closing it closes servers, then channels, then completion queues, then memory.
+ */
+public final class RdmaTransport implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
+    private static final AtomicLong TRANSPORTS = new AtomicLong();
+
+    private final Fabric fabric;
+    private final TransportConfig config;
+    private final String name;
+    private final AtomicLong channelIds = new AtomicLong();
+    private final Map<FabricDevice, DeviceResources> devices = new ConcurrentHashMap<>();
+    private final Set<RdmaChannelImpl> channels = ConcurrentHashMap.newKeySet();
+    private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
+    private volatile boolean closed;
+
+    private RdmaTransport(Fabric fabric, TransportConfig config) {
+        this.fabric = fabric;
+        this.config = config;
+        this.name = "rdma-" + TRANSPORTS.incrementAndGet();
+    }
+
+    public static RdmaTransport create(Fabric fabric, TransportConfig config) {
+        if (fabric == null || config == null) {
+            throw new IllegalArgumentException("fabric and config are required");
+        }
+        return new RdmaTransport(fabric, config);
+    }
+
+    public TransportConfig config() {
+        return config;
+    }
+
+    /**
+     * Listens on {@code bind}. Each peer that passes the handshake is offered to {@code acceptor}; a peer that is
+     * not ours, or speaks another protocol version, is rejected with the reason (and logged) without disturbing
+     * anything else.
+     */
+    public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor) throws FabricException {
+        checkOpen();
+        RdmaServer[] self = new RdmaServer[1];
+        FabricListener listener = fabric.listen(bind, request -> onRequest(request, acceptor));
+        RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]));
+        self[0] = server;
+        servers.add(server);
+        LOG.info("{}: listening on {}", name, describe(listener.localAddress()));
+        return server;
+    }
+
+    /** Connects to a listening peer; blocks until established, refused or {@code connectTimeout} passed. */
+    public RdmaChannel connect(InetSocketAddress remote, ChannelHandler handler) throws FabricException {
+        checkOpen();
+        if (handler == null) {
+            throw new IllegalArgumentException("handler is required");
+        }
+        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
+        channels.add(ch);
+        ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
+                config.rnrRetryCount(), config.retryCount(), config.connectTimeout());
+        QueuePair qp;
+        try {
+            qp = fabric.connect(remote, ch.setup(), options, ch.events());
+        } catch (ConnectionRejectedException e) {
+            String reason = Handshake.decodeReject(e.rejectData());
+            FabricException why = new FabricException("rejected by " + describe(remote) + ": " + reason, e);
+            ch.abortUnestablished(why, false);
+            LOG.warn("{}: connection {} {}", name, ch.id(), why.getMessage());
+            throw why;
+        } catch (FabricException | RuntimeException e) {
+            ch.abortUnestablished(e instanceof FabricException ? (FabricException) e
+                    : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
+            throw e;
+        }
+        Handshake.Params peer;
+        try {
+            peer = Handshake.decodeAccept(qp.peerPrivateData());
+        } catch (Handshake.HandshakeException e) {
+            FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
+                    + e.getMessage());
+            LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
+            ch.failHandshake(why);
+            throw why;
+        }
+        ch.activeEstablished(peer);
+        return ch;
+    }
+
+    private void onRequest(ConnectionRequest request, ChannelAcceptor acceptor) {
+        InetSocketAddress peerAddress = request.peerAddress();
+        Handshake.Params peer;
+        try {
+            peer = Handshake.decodeConnect(request.privateData());
+        } catch (Handshake.HandshakeException e) {
+            LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
+                    describe(request.localAddress()), e.getMessage());
+            request.reject(Handshake.encodeReject(e.getMessage()));
+            return;
+        }
+        if (closed) {
+            request.reject(Handshake.encodeReject("server is shutting down"));
+            return;
+        }
+        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
+        ChannelHandler handler;
+        try {
+            ch.usePool(pool(request.device()));
+            ch.setPeer(peer);
+            handler = acceptor.onAccepted(ch);
+        } catch (RuntimeException | Error e) {
+            LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress), e.toString());
+            request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
+            return;
+        }
+        if (handler == null) {
+            LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+            request.reject(Handshake.encodeReject("refused by the application"));
+            return;
+        }
+        ch.setHandler(handler);
+        channels.add(ch);
+        try {
+            request.accept(ch.setup(), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
+                    ch.events());
+        } catch (FabricException | RuntimeException e) {
+            LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress), e.getMessage());
+            try {
+                request.reject(Handshake.encodeReject("server cannot take the connection: " + e.getMessage()));
+            } catch (RuntimeException ignored) {
+                // the request may already be consumed by the failed accept
+            }
+            ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
+                    + " failed: " + e.getMessage(), e), true);
+        }
+    }
+
+    private String nextId() {
+        return name + "-c" + channelIds.incrementAndGet();
+    }
+
+    /** The send buffer pool of a device. */
+    BufferPool pool(FabricDevice device) {
+        return resources(device).pool;
+    }
+
+    /** Finds a completion loop on {@code device} with room for a channel of {@code entries}. */
+    CompletionLoop.Assignment assignLoop(FabricDevice device, RdmaChannelImpl channel, int entries)
+            throws FabricException {
+        checkOpen();
+        DeviceResources res = resources(device);
+        CompletionLoop[] byLoad = res.loops.clone();
+        java.util.Arrays.sort(byLoad, java.util.Comparator.comparingInt(CompletionLoop::load));
+        for (CompletionLoop loop : byLoad) {
+            int index = loop.register(channel, entries);
+            if (index >= 0) {
+                return new CompletionLoop.Assignment(loop, index);
+            }
+        }
+        throw new FabricException("no completion queue on " + device.name() + " has room for another connection ("
+                + entries + " entries each, " + config.completionQueueEntries() + " per queue, "
+                + config.completionThreads() + " threads): raise completionQueueEntries or completionThreads");
+    }
+
+    private DeviceResources resources(FabricDevice device) {
+        return devices.computeIfAbsent(device, d -> new DeviceResources(d, name, config));
+    }
+
+    void channelClosed(RdmaChannelImpl channel) {
+        channels.remove(channel);
+    }
+
+    private void checkOpen() throws FabricException {
+        if (closed) {
+            throw new FabricException("transport " + name + " is closed");
+        }
+    }
+
+    /** Live channels, for tests and monitoring. */
+    public int channelCount() {
+        return channels.size();
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (RdmaServer s : new ArrayList<>(servers)) {
+            s.close();
+        }
+        List<RdmaChannelImpl> open = new ArrayList<>(channels);
+        // orderly closes in parallel: each blocks until its channel is released
+        List<Thread> closers = new ArrayList<>();
+        for (RdmaChannelImpl ch : open) {
+            Thread t = new Thread(ch::close, name + "-close-" + ch.id());
+            t.setDaemon(true);
+            t.start();
+            closers.add(t);
+        }
+        for (Thread t : closers) {
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.loops) {
+                loop.stop();
+            }
+        }
+        for (DeviceResources res : devices.values()) {
+            res.pool.close();
+        }
+        devices.clear();
+        LOG.info("{}: closed", name);
+    }
+
+    /** {@code 10.77.0.1:5445}, without the leading slash of InetSocketAddress.toString(). */
+    static String describe(InetSocketAddress a) {
+        if (a == null) {
+            return "?";
+        }
+        return (a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString()) + ":" + a.getPort();
+    }
+
+    /** What the transport holds per device. */
+    private static final class DeviceResources {
+        final BufferPool pool;
+        final CompletionLoop[] loops;
+
+        DeviceResources(FabricDevice device, String transportName, TransportConfig config) {
+            pool = new BufferPool(device);
+            loops = new CompletionLoop[config.completionThreads()];
+            for (int i = 0; i < loops.length; i++) {
+                loops[i] = new CompletionLoop(transportName + "-" + device.name() + "-cq" + i, device, config);
+            }
+        }
+    }
+}

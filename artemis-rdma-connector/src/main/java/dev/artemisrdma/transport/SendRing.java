@@ -1,0 +1,131 @@
+package dev.artemisrdma.transport;
+
+/**
+ * The send work requests of one queue pair that are posted and not yet known complete, in posting order, and the
+ * send budget they draw on. Each owns a ring slot: its header lives in the slot's 16 bytes of the connection's
+ * header area, and the slot records the buffer to release once the request completes (the last fragment of a
+ * frame carries it), so everything a posted request points at stays referenced until then.
+ *
+ * <p>Signalling is selective: sends on one queue pair complete in order, so one signaled completion retires every
+ * unsignaled request before it. A request is signaled when {@code interval} have gone unsignaled, when the budget
+ * runs low (the last free slots must produce a completion, or the ring would never drain), or when the caller
+ * forces it. Not thread-safe: the channel's lock guards it.
+ */
+final class SendRing {
+
+    static final int HEADER_STRIDE = 16;
+
+    private final int capacity;
+    private final int interval;
+    private final int lowWater;
+    private final PooledBuffer[] release;
+    private final boolean[] signaled;
+    private long posted;
+    private long retired;
+    private int unsignaledRun;
+    private int signaledOutstanding;
+
+    SendRing(int capacity, int interval) {
+        if (capacity < 1 || interval < 1) {
+            throw new IllegalArgumentException("capacity " + capacity + ", interval " + interval);
+        }
+        this.capacity = capacity;
+        this.interval = Math.min(interval, capacity);
+        this.lowWater = Math.min(this.interval, capacity);
+        this.release = new PooledBuffer[capacity];
+        this.signaled = new boolean[capacity];
+    }
+
+    int capacity() {
+        return capacity;
+    }
+
+    int free() {
+        return capacity - (int) (posted - retired);
+    }
+
+    int outstanding() {
+        return (int) (posted - retired);
+    }
+
+    int signaledOutstanding() {
+        return signaledOutstanding;
+    }
+
+    /** The slot the next request will take. */
+    int nextSlot() {
+        return (int) (posted % capacity);
+    }
+
+    /**
+     * Claims the next slot for a request; returns whether it must be signaled. {@code toRelease} (may be null) is
+     * released once the request completes.
+     */
+    boolean claim(PooledBuffer toRelease, boolean forceSignal) {
+        if (free() == 0) {
+            throw new IllegalStateException("send budget exhausted");
+        }
+        int slot = nextSlot();
+        posted++;
+        boolean signal = forceSignal || ++unsignaledRun >= interval || free() < lowWater;
+        if (signal) {
+            unsignaledRun = 0;
+            signaledOutstanding++;
+        }
+        release[slot] = toRelease;
+        signaled[slot] = signal;
+        return signal;
+    }
+
+    /**
+     * Takes back the most recent claim after its post failed before reaching the queue pair: its buffer is not
+     * released (the caller still owns the frame).
+     */
+    void unclaimLast() {
+        posted--;
+        int slot = (int) (posted % capacity);
+        if (signaled[slot]) {
+            signaledOutstanding--;
+        }
+        release[slot] = null;
+        signaled[slot] = false;
+    }
+
+    /**
+     * A completion (of any status) for {@code slot} arrived: it and every request before it are done. Returns how
+     * many were retired (0 for a slot that is not outstanding).
+     */
+    int retireThrough(int slot) {
+        int outstanding = outstanding();
+        int distance = (int) ((slot - retired % capacity + capacity) % capacity);
+        if (distance >= outstanding) {
+            return 0;
+        }
+        for (int i = 0; i <= distance; i++) {
+            int s = (int) (retired % capacity);
+            retire(s);
+            retired++;
+        }
+        return distance + 1;
+    }
+
+    /** Releases what every remaining request held; only once the queue pair is destroyed. */
+    void retireAll() {
+        while (retired < posted) {
+            retire((int) (retired % capacity));
+            retired++;
+        }
+    }
+
+    private void retire(int s) {
+        if (signaled[s]) {
+            signaled[s] = false;
+            signaledOutstanding--;
+        }
+        PooledBuffer b = release[s];
+        if (b != null) {
+            release[s] = null;
+            b.releaseFromChannel();
+        }
+    }
+}

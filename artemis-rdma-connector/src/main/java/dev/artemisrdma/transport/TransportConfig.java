@@ -1,0 +1,258 @@
+package dev.artemisrdma.transport;
+
+import java.time.Duration;
+import java.time.format.DateTimeParseException;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * Settings of the RDMA transport. Every value is validated here, so the rest of the transport can trust it.
+ *
+ * @param receiveSlots           receive credits offered to the peer: receives pre-posted per connection (one more is
+ *                               posted as the reserve that lets the last credit carry credit back)
+ * @param slotSize               bytes per receive slot; larger frames are fragmented
+ * @param maxFrameSize           largest frame accepted or written
+ * @param creditThreshold        unreturned credits that trigger an explicit credit frame when no data carries them
+ * @param sendQueueDepth         send work requests outstanding per connection at most (the send budget)
+ * @param signalInterval         at most this many sends in a row go unsignaled
+ * @param maxInlineData          inline bytes asked of the queue pair; 0 disables inline sends
+ * @param writeHighWaterMark     queued bytes above which a channel reports itself not writable
+ * @param busyPollMicros         how long a completion loop spins before blocking; 0 = block at once
+ * @param completionThreads      completion loop threads per device
+ * @param completionQueueEntries entries of each loop's completion queue (capped by the device)
+ * @param rnrRetryCount          how the peer's sends are retried when no receive is posted (7 = forever; a
+ *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
+ * @param retryCount             transport retries on packet loss
+ * @param connectTimeout         bound on connect and on an orderly close's drain
+ */
+public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
+                              int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
+                              long busyPollMicros, int completionThreads, int completionQueueEntries,
+                              int rnrRetryCount, int retryCount, Duration connectTimeout) {
+
+    /** The smallest receive slot: a frame header plus a useful payload. */
+    public static final int MIN_SLOT_SIZE = 256;
+    /** Credits travel in a 16-bit header field. */
+    public static final int MAX_RECEIVE_SLOTS = 65535;
+    public static final int MAX_SLOT_SIZE = 16 << 20;
+    public static final int MAX_FRAME_SIZE_LIMIT = 1 << 30;
+
+    public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
+            "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
+            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout");
+
+    public TransportConfig {
+        range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
+        range("slotSize", slotSize, MIN_SLOT_SIZE, MAX_SLOT_SIZE);
+        range("maxFrameSize", maxFrameSize, 1, MAX_FRAME_SIZE_LIMIT);
+        range("creditThreshold", creditThreshold, 1, receiveSlots);
+        range("sendQueueDepth", sendQueueDepth, 1, 1 << 16);
+        range("signalInterval", signalInterval, 1, sendQueueDepth);
+        range("maxInlineData", maxInlineData, 0, 4096);
+        range("writeHighWaterMark", writeHighWaterMark, 1, Long.MAX_VALUE);
+        range("busyPollMicros", busyPollMicros, 0, 10_000_000);
+        range("completionThreads", completionThreads, 1, 256);
+        range("completionQueueEntries", completionQueueEntries, 64, 1 << 24);
+        range("rnrRetryCount", rnrRetryCount, 0, 7);
+        range("retryCount", retryCount, 0, 7);
+        if (connectTimeout == null || connectTimeout.isNegative() || connectTimeout.isZero()) {
+            throw new IllegalArgumentException("connectTimeout: must be positive, got " + connectTimeout);
+        }
+        long perConnection = (long) receiveSlots + 1 + sendQueueDepth;
+        if (perConnection > completionQueueEntries) {
+            throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
+                    + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
+        }
+    }
+
+    public static TransportConfig defaults() {
+        return builder().build();
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** A builder starting from this configuration. */
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.receiveSlots = receiveSlots;
+        b.slotSize = slotSize;
+        b.maxFrameSize = maxFrameSize;
+        // derived values stay derived, so changing receiveSlots or sendQueueDepth keeps them consistent
+        b.creditThreshold = creditThreshold == Math.max(1, receiveSlots / 4) ? null : creditThreshold;
+        b.sendQueueDepth = sendQueueDepth;
+        b.signalInterval = signalInterval == Math.max(1, Math.min(16, sendQueueDepth)) ? null : signalInterval;
+        b.maxInlineData = maxInlineData;
+        b.writeHighWaterMark = writeHighWaterMark;
+        b.busyPollMicros = busyPollMicros;
+        b.completionThreads = completionThreads;
+        b.completionQueueEntries = completionQueueEntries;
+        b.rnrRetryCount = rnrRetryCount;
+        b.retryCount = retryCount;
+        b.connectTimeout = connectTimeout;
+        return b;
+    }
+
+    /**
+     * Builds a configuration from key/value pairs (URL parameters): keys are the component names of this record,
+     * values numbers or strings. Sizes accept k/m/g suffixes ({@code 16k}, {@code 64MiB}); {@code connectTimeout}
+     * accepts milliseconds, {@code 500ms}, {@code 10s} or ISO-8601 ({@code PT10S}). Missing keys keep their
+     * defaults; {@code creditThreshold} defaults to a quarter of {@code receiveSlots}.
+     *
+     * @throws IllegalArgumentException naming every unknown key, or the first bad value and its key
+     */
+    public static TransportConfig fromMap(Map<String, ?> values) {
+        Set<String> unknown = new TreeSet<>(values.keySet());
+        unknown.removeAll(KEYS);
+        if (!unknown.isEmpty()) {
+            throw new IllegalArgumentException("unknown RDMA transport parameter(s) " + unknown + "; known: "
+                    + new TreeSet<>(KEYS));
+        }
+        Builder b = builder();
+        for (Map.Entry<String, ?> e : values.entrySet()) {
+            String key = e.getKey();
+            Object v = e.getValue();
+            switch (key) {
+                case "receiveSlots": b.receiveSlots = toInt(key, v, false); break;
+                case "slotSize": b.slotSize = toInt(key, v, true); break;
+                case "maxFrameSize": b.maxFrameSize = toInt(key, v, true); break;
+                case "creditThreshold": b.creditThreshold = toInt(key, v, false); break;
+                case "sendQueueDepth": b.sendQueueDepth = toInt(key, v, false); break;
+                case "signalInterval": b.signalInterval = toInt(key, v, false); break;
+                case "maxInlineData": b.maxInlineData = toInt(key, v, true); break;
+                case "writeHighWaterMark": b.writeHighWaterMark = toLong(key, v, true); break;
+                case "busyPollMicros": b.busyPollMicros = toLong(key, v, false); break;
+                case "completionThreads": b.completionThreads = toInt(key, v, false); break;
+                case "completionQueueEntries": b.completionQueueEntries = toInt(key, v, false); break;
+                case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
+                case "retryCount": b.retryCount = toInt(key, v, false); break;
+                case "connectTimeout": b.connectTimeout = toDuration(key, v); break;
+                default: throw new AssertionError(key);
+            }
+        }
+        return b.build();
+    }
+
+    private static void range(String key, long value, long min, long max) {
+        if (value < min || value > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + value);
+        }
+    }
+
+    private static int toInt(String key, Object v, boolean size) {
+        long l = toLong(key, v, size);
+        if (l < Integer.MIN_VALUE || l > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException(key + ": out of range: " + v);
+        }
+        return (int) l;
+    }
+
+    private static long toLong(String key, Object v, boolean size) {
+        if (v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte) {
+            return ((Number) v).longValue();
+        }
+        if (!(v instanceof String)) {
+            throw new IllegalArgumentException(key + ": expected a number, got " + v);
+        }
+        String s = ((String) v).trim().toLowerCase(Locale.ROOT);
+        long multiplier = 1;
+        if (size) {
+            if (s.endsWith("ib")) {
+                s = s.substring(0, s.length() - 2);
+            } else if (s.endsWith("b")) {
+                s = s.substring(0, s.length() - 1);
+            }
+            if (s.endsWith("k")) {
+                multiplier = 1L << 10;
+            } else if (s.endsWith("m")) {
+                multiplier = 1L << 20;
+            } else if (s.endsWith("g")) {
+                multiplier = 1L << 30;
+            }
+            if (multiplier != 1) {
+                s = s.substring(0, s.length() - 1).trim();
+            }
+        }
+        try {
+            return Math.multiplyExact(Long.parseLong(s), multiplier);
+        } catch (NumberFormatException | ArithmeticException ex) {
+            throw new IllegalArgumentException(key + ": not a" + (size ? " size" : "n integer") + ": '" + v + "'");
+        }
+    }
+
+    private static Duration toDuration(String key, Object v) {
+        if (v instanceof Duration) {
+            return (Duration) v;
+        }
+        if (v instanceof Integer || v instanceof Long) {
+            return Duration.ofMillis(((Number) v).longValue());
+        }
+        if (!(v instanceof String)) {
+            throw new IllegalArgumentException(key + ": expected a duration, got " + v);
+        }
+        String s = ((String) v).trim().toLowerCase(Locale.ROOT);
+        try {
+            if (s.startsWith("pt")) {
+                return Duration.parse(s.toUpperCase(Locale.ROOT));
+            }
+            if (s.endsWith("ms")) {
+                return Duration.ofMillis(Long.parseLong(s.substring(0, s.length() - 2).trim()));
+            }
+            if (s.endsWith("s")) {
+                return Duration.ofSeconds(Long.parseLong(s.substring(0, s.length() - 1).trim()));
+            }
+            return Duration.ofMillis(Long.parseLong(s));
+        } catch (NumberFormatException | DateTimeParseException ex) {
+            throw new IllegalArgumentException(key + ": not a duration: '" + v + "' (use e.g. 10s, 500ms or PT10S)");
+        }
+    }
+
+    /** Mutable builder; unset, {@code creditThreshold} is a quarter of {@code receiveSlots} and {@code signalInterval}
+     * is 16 or the send queue depth when smaller. */
+    public static final class Builder {
+        private int receiveSlots = 64;
+        private int slotSize = 16 << 10;
+        private int maxFrameSize = 64 << 20;
+        private Integer creditThreshold;
+        private int sendQueueDepth = 128;
+        private Integer signalInterval;
+        private int maxInlineData = 256;
+        private long writeHighWaterMark = 4 << 20;
+        private long busyPollMicros = 50;
+        private int completionThreads = 1;
+        private int completionQueueEntries = 16384;
+        private int rnrRetryCount = 7;
+        private int retryCount = 7;
+        private Duration connectTimeout = Duration.ofSeconds(10);
+
+        private Builder() {
+        }
+
+        public Builder receiveSlots(int v) { receiveSlots = v; return this; }
+        public Builder slotSize(int v) { slotSize = v; return this; }
+        public Builder maxFrameSize(int v) { maxFrameSize = v; return this; }
+        public Builder creditThreshold(int v) { creditThreshold = v; return this; }
+        public Builder sendQueueDepth(int v) { sendQueueDepth = v; return this; }
+        public Builder signalInterval(int v) { signalInterval = v; return this; }
+        public Builder maxInlineData(int v) { maxInlineData = v; return this; }
+        public Builder writeHighWaterMark(long v) { writeHighWaterMark = v; return this; }
+        public Builder busyPollMicros(long v) { busyPollMicros = v; return this; }
+        public Builder completionThreads(int v) { completionThreads = v; return this; }
+        public Builder completionQueueEntries(int v) { completionQueueEntries = v; return this; }
+        public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
+        public Builder retryCount(int v) { retryCount = v; return this; }
+        public Builder connectTimeout(Duration v) { connectTimeout = v; return this; }
+
+        public TransportConfig build() {
+            int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
+            // unset, the signal interval is 16, or the whole send queue when that is smaller
+            int interval = signalInterval != null ? signalInterval : Math.max(1, Math.min(16, sendQueueDepth));
+            return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
+                    busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
+                    connectTimeout);
+        }
+    }
+}
