@@ -188,8 +188,13 @@ final class RdmaConnection implements Connection, ChannelHandler {
                 ch.write(bytes.nioBuffer(bytes.readerIndex(), bytes.readableBytes()), post);
             }
         } catch (FabricException | IllegalStateException e) {
-            // a closed or failed channel: its onClosed reports the loss; nothing can be sent any more
-            logger.debug("RDMA connection {} to {}: packet not sent: {}", ch.id(), ch.remoteAddress(), e.getMessage());
+            if (ch.isOpen()) {
+                logger.warn("RDMA connection {} to {}: packet not sent: {}", ch.id(), ch.remoteAddress(),
+                        e.getMessage(), e);
+            } else { // closed or failed: onClosed reports the loss; nothing can be sent any more
+                logger.debug("RDMA connection {} to {}: packet not sent, channel closed: {}", ch.id(),
+                        ch.remoteAddress(), e.getMessage());
+            }
         } finally {
             ReferenceCountUtil.release(bytes);
         }

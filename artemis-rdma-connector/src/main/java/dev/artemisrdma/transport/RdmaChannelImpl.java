@@ -257,7 +257,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void onEstablished() {
         lock.lock();
         try {
-            if (state == State.CONNECTING) {
+            // the active side learns the peer's handshake when connect returns; an early event waits for it
+            if (state == State.CONNECTING && fragmentCapacity > 0 && ring != null) {
                 state = State.OPEN;
                 LOG.debug("channel {} established: {} -> {}", id, describe(local), describe(remote));
                 flushLocked();

@@ -1,0 +1,37 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+class ChannelBasicsTest {
+
+    static TransportConfig strict() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
+    }
+
+    @Test
+    void framesFlowBothWaysAndEverythingIsReleased() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            for (int i = 0; i < 10; i++) {
+                byte[] p = Peers.payload(1, i, 100 + i);
+                c.client.write(ByteBuffer.wrap(p), true);
+                c.serverChannel.write(ByteBuffer.wrap(p), true);
+            }
+            Peers.await("frames", 5000, () -> c.serverSide.count() == 10 && c.clientSide.count() == 10);
+            for (int i = 0; i < 10; i++) {
+                assertEquals(Peers.crc(Peers.payload(1, i, 100 + i)), c.serverSide.crcs.get(i));
+                assertEquals(Peers.crc(Peers.payload(1, i, 100 + i)), c.clientSide.crcs.get(i));
+            }
+            c.client.close();
+            assertNull(c.clientSide.closed.get(5, TimeUnit.SECONDS), "local close has no cause");
+            FabricException peerCause = c.serverSide.closed.get(5, TimeUnit.SECONDS);
+            assertTrue(peerCause != null && peerCause.getMessage().contains("closed the connection"),
+                    String.valueOf(peerCause));
+        }
+    }
+}

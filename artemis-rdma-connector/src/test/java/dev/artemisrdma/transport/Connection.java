@@ -1,0 +1,56 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/** A fake fabric, a server transport and a client transport, one channel between them. */
+final class Connection implements AutoCloseable {
+
+    final FakeFabric fabric;
+    final RdmaTransport serverTransport;
+    final RdmaTransport clientTransport;
+    final RdmaServer server;
+    final Peers.Recorder serverSide = new Peers.Recorder();
+    final Peers.Recorder clientSide = new Peers.Recorder();
+    final RdmaChannel client;
+    final RdmaChannel serverChannel;
+
+    Connection(TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
+        this(new FakeFabric(), serverConfig, clientConfig);
+    }
+
+    Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
+        this.fabric = fabric;
+        serverTransport = RdmaTransport.create(fabric, serverConfig);
+        clientTransport = RdmaTransport.create(fabric, clientConfig);
+        CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
+        server = serverTransport.listen(Peers.serverAddress(), ch -> {
+            accepted.complete(ch);
+            return serverSide;
+        });
+        client = clientTransport.connect(server.localAddress(), clientSide);
+        serverChannel = accepted.get(5, TimeUnit.SECONDS);
+    }
+
+    /** Closes both transports and checks that every resource went back and no rule was broken. */
+    @Override
+    public void close() throws Exception {
+        clientTransport.close();
+        serverTransport.close();
+        try {
+            assertReleased();
+        } finally {
+            fabric.close();
+        }
+    }
+
+    void assertReleased() throws InterruptedException {
+        Peers.await("queue pairs released", 5000, () -> fabric.liveQueuePairs() == 0);
+        assertEquals(0, fabric.liveQueuePairs(), "live queue pairs");
+        assertEquals(0, fabric.liveCompletionQueues(), "live completion queues");
+        assertEquals(0, fabric.liveMemoryRegions(), "live memory regions");
+        fabric.assertNoViolations();
+    }
+}

@@ -1,0 +1,1133 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * An in-memory {@link Fabric} that enforces the rules of real verbs and rdma_cm, so the transport protocol can be
+ * tested without RDMA hardware. Public so other test packages (the Artemis adapters) can use it.
+ *
+ * <p>What it models:
+ * <ul>
+ *   <li>Registered memory: each registration is a direct ByteBuffer at a synthetic address with its own lkey. A
+ *       scatter-gather entry outside a live registration (wrong lkey, or range) completes with LOC_PROT_ERR.
+ *       Send data is read when the SEND executes (later, on the wire thread), not when it is posted, exactly as a
+ *       NIC reads it by DMA; inline sends are copied at post time.</li>
+ *   <li>A SEND with no receive posted on the peer: with the receiver's {@code rnrRetryCount} 0 the SEND completes
+ *       with RNR_RETRY_EXC_ERR and both queue pairs go to error; with 7 it waits for a receive; 1..6 wait
+ *       {@code 20 ms * count} and then fail.</li>
+ *   <li>A SEND longer than the posted receive: the receive completes with LOC_LEN_ERR and the SEND with
+ *       REM_INV_REQ_ERR (as InfiniBand reports it), both queue pairs to error.</li>
+ *   <li>Posting: more scatter-gather entries than caps, or an inline send above max inline data, fails with EINVAL;
+ *       more outstanding work requests than caps with ENOMEM (send queue slots of unsignaled sends are only
+ *       reclaimed when a later completion of that queue pair is polled, as on real providers); a send before the
+ *       connection is established fails. Concurrent posts on one queue pair, or concurrent polls of one
+ *       completion queue, are violations.</li>
+ *   <li>Completions: delivered by the wire thread, in order per queue pair; error completions are generated
+ *       even for unsignaled sends; a completion queue that overflows is fatal (its poll throws). Notification:
+ *       only completions arriving after {@code requestNotification} wake {@code awaitNotification}.</li>
+ *   <li>Disconnect moves both queue pairs to error (every outstanding work request flushes with WR_FLUSH_ERR) and
+ *       reports {@link QueuePairEvents#disconnected} on both sides, on the connection-manager thread.</li>
+ *   <li>Teardown rules: destroying an established queue pair with work requests still posted, deregistering
+ *       memory a posted work request points into, or destroying a completion queue still in use, are violations.</li>
+ * </ul>
+ * Every rule broken is recorded in {@link #violations()}; live resources are counted so tests can prove that
+ * everything was released.
+ */
+public final class FakeFabric implements Fabric {
+
+    public static final int EINVAL = 22;
+    public static final int ENOMEM = 12;
+    private static final int MAX_ACCEPT_DATA = 196;
+    private static final int MAX_REJECT_DATA = 148;
+
+    /** Device limits; {@code roundUp} rounds queue depths up to a power of two, as rxe and mlx5 do. */
+    public record Limits(int maxQpWr, int maxSge, int maxCqe, int maxInlineData, boolean roundUp) {
+        public static Limits defaults() {
+            return new Limits(16384, 32, 1 << 20, 256, true);
+        }
+    }
+
+    private enum QpState { INIT, RTS, ERROR, DESTROYED }
+
+    private final Limits limits;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition wireWork = lock.newCondition();
+    private final List<String> violations = new CopyOnWriteArrayList<>();
+    private final ExecutorService cm;
+    private final Thread wire;
+    private final FakeDevice device = new FakeDevice();
+    private final Map<InetSocketAddress, FakeListener> listeners = new ConcurrentHashMap<>();
+    private final List<FakeQp> qps = new ArrayList<>();
+    private final Map<Integer, FakeMr> mrs = new HashMap<>();
+    private final AtomicInteger liveQps = new AtomicInteger();
+    private final AtomicInteger liveCqs = new AtomicInteger();
+    private final AtomicInteger liveMrs = new AtomicInteger();
+    private final AtomicInteger nextPort = new AtomicInteger(40000);
+    private final AtomicInteger injectedSendErrors = new AtomicInteger();
+    private volatile int injectedStatus;
+    private long nextAddress = 0x7f3a_0000_0000L;
+    private int nextKey = 0x1a2b;
+    private int nextQpn = 0x101;
+    private int wireCursor;
+    private volatile boolean closed;
+
+    public FakeFabric() {
+        this(Limits.defaults());
+    }
+
+    public FakeFabric(Limits limits) {
+        this.limits = limits;
+        this.cm = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "fake-rdma-cm");
+            t.setDaemon(true);
+            return t;
+        });
+        this.wire = new Thread(this::runWire, "fake-rdma-wire");
+        wire.setDaemon(true);
+        wire.start();
+    }
+
+    // ------------------------------------------------------------------------------------------ test helpers
+
+    public List<String> violations() {
+        return List.copyOf(violations);
+    }
+
+    public void clearViolations() {
+        violations.clear();
+    }
+
+    public void assertNoViolations() {
+        if (!violations.isEmpty()) {
+            throw new AssertionError("fabric rules broken: " + violations);
+        }
+    }
+
+    public int liveQueuePairs() {
+        return liveQps.get();
+    }
+
+    public int liveCompletionQueues() {
+        return liveCqs.get();
+    }
+
+    public int liveMemoryRegions() {
+        return liveMrs.get();
+    }
+
+    public FabricDevice device() {
+        return device;
+    }
+
+    /** The next {@code count} SENDs executed complete with {@code status} (fault injection, not a violation). */
+    public void injectSendErrors(int status, int count) {
+        injectedStatus = status;
+        injectedSendErrors.set(count);
+    }
+
+    /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
+    public void breakAllConnections(String reason) {
+        lock.lock();
+        try {
+            for (FakeQp qp : new ArrayList<>(qps)) {
+                if (qp.state == QpState.RTS) {
+                    toError(qp);
+                    FakeQp q = qp;
+                    cm.execute(() -> q.events.disconnected(q, reason));
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void violation(String what) {
+        violations.add(what);
+    }
+
+    // ---------------------------------------------------------------------------------------------- Fabric
+
+    @Override
+    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
+            throws FabricException {
+        if (closed) {
+            throw new FabricException("fabric closed");
+        }
+        InetSocketAddress addr = bindAddress.getPort() == 0
+                ? new InetSocketAddress(bindAddress.getAddress(), nextPort.incrementAndGet()) : bindAddress;
+        FakeListener l = new FakeListener(addr, handler);
+        if (listeners.putIfAbsent(addr, l) != null) {
+            throw new FabricException("rdma_bind_addr " + addr + ": address in use (EADDRINUSE)");
+        }
+        return l;
+    }
+
+    @Override
+    public QueuePair connect(InetSocketAddress remote, ConnectionSetup setup, ConnectOptions options,
+                             QueuePairEvents events) throws FabricException {
+        if (closed) {
+            throw new FabricException("fabric closed");
+        }
+        FakeListener l = findListener(remote);
+        if (l == null) {
+            throw new FabricException("connect to " + remote + ": connection refused (no listener)");
+        }
+        InetSocketAddress local = new InetSocketAddress(clientAddress(), nextPort.incrementAndGet());
+        QueuePairSpec spec = setup.queuePairSpec(device);
+        FakeQp qp = createQp(spec, events, local, remote);
+        qp.incomingRnrRetry = options.rnrRetryCount();
+        try {
+            setup.prepare(qp);
+        } catch (FabricException | RuntimeException e) {
+            destroyQuietly(qp);
+            throw e;
+        }
+        FakeRequest req = new FakeRequest(l, qp, options.privateData().clone());
+        cm.execute(() -> {
+            try {
+                l.handler.onConnectionRequest(req);
+            } catch (RuntimeException e) {
+                req.rejectIfUndecided();
+            }
+            if (req.undecided()) {
+                violation("connection request from " + local + " neither accepted nor rejected");
+                req.rejectIfUndecided();
+            }
+        });
+        Duration timeout = options.timeout();
+        lock.lock();
+        try {
+            long left = timeout.toNanos();
+            while (req.outcome == 0 && left > 0) {
+                try {
+                    left = req.decided.awaitNanos(left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            if (req.outcome == 0) {
+                req.outcome = -2; // gave up: a late accept fails
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (req.outcome == 1) {
+            return qp;
+        }
+        destroyQuietly(qp);
+        if (req.outcome == -1) {
+            throw new ConnectionRejectedException(remote, req.rejectData);
+        }
+        throw new FabricException("connect to " + remote + " timed out after " + timeout.toMillis() + " ms");
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        listeners.clear();
+        cm.shutdownNow();
+        lock.lock();
+        try {
+            wireWork.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        try {
+            wire.join(2000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private FakeListener findListener(InetSocketAddress remote) {
+        FakeListener l = listeners.get(remote);
+        if (l != null) {
+            return l;
+        }
+        for (FakeListener c : listeners.values()) {
+            if (c.address.getPort() == remote.getPort() && c.address.getAddress().isAnyLocalAddress()) {
+                return c;
+            }
+        }
+        return null;
+    }
+
+    private static InetAddress clientAddress() {
+        try {
+            return InetAddress.getByAddress(new byte[] {10, 77, 0, 2});
+        } catch (UnknownHostException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------- resources
+
+    private FakeQp createQp(QueuePairSpec spec, QueuePairEvents events, InetSocketAddress local,
+                            InetSocketAddress remote) throws FabricException {
+        if (!(spec.completionQueue() instanceof FakeCq) || ((FakeCq) spec.completionQueue()).fabric() != this) {
+            violation("queue pair spec names a completion queue of another fabric");
+            throw new FabricException("create_qp: foreign completion queue (EINVAL)");
+        }
+        FakeCq cq = (FakeCq) spec.completionQueue();
+        if (spec.maxSendWr() > limits.maxQpWr() || spec.maxRecvWr() > limits.maxQpWr()
+                || spec.maxSendSge() > limits.maxSge() || spec.maxRecvSge() > limits.maxSge()) {
+            throw new FabricException("create_qp: " + spec + " exceeds device limits " + limits + " (EINVAL)");
+        }
+        QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), round(spec.maxRecvWr()), spec.maxSendSge(),
+                spec.maxRecvSge(), Math.min(spec.maxInlineData(), limits.maxInlineData()));
+        lock.lock();
+        try {
+            if (cq.closed) {
+                violation("queue pair created on a destroyed completion queue");
+                throw new FabricException("create_qp: completion queue destroyed");
+            }
+            FakeQp qp = new FakeQp(nextQpn++, caps, cq, events, local, remote);
+            qps.add(qp);
+            cq.users.add(qp);
+            liveQps.incrementAndGet();
+            return qp;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private int round(int n) {
+        return limits.roundUp() ? Math.min(limits.maxQpWr(), Integer.highestOneBit(Math.max(1, n - 1)) << 1) : n;
+    }
+
+    private void destroyQuietly(FakeQp qp) {
+        lock.lock();
+        try {
+            if (qp.state != QpState.DESTROYED) {
+                qp.sq.clear();
+                qp.rq.clear();
+                destroyLocked(qp);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void destroyLocked(FakeQp qp) {
+        qp.state = QpState.DESTROYED;
+        qp.sq.clear();
+        qp.rq.clear();
+        qps.remove(qp);
+        qp.cq.users.remove(qp);
+        liveQps.decrementAndGet();
+    }
+
+    /** Finds the registration an SGE points into; null when none (LOC_PROT_ERR). */
+    private ByteBuffer resolve(long address, int length, int lkey) {
+        FakeMr mr = mrs.get(lkey);
+        if (mr == null || mr.closed || address < mr.address || address + length > mr.address + mr.length
+                || length < 0) {
+            return null;
+        }
+        ByteBuffer b = mr.buffer.duplicate();
+        int off = (int) (address - mr.address);
+        b.limit(off + length).position(off);
+        return b;
+    }
+
+    // ---------------------------------------------------------------------------------------- the wire
+
+    private void runWire() {
+        while (!closed) {
+            lock.lock();
+            try {
+                FakeQp qp = nextReady();
+                if (qp == null) {
+                    wireWork.awaitNanos(TimeUnit.MILLISECONDS.toNanos(5));
+                    continue;
+                }
+                execute(qp, qp.sq.poll());
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                violation("fake fabric internal error: " + e);
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    /** Round robin over queue pairs whose next SEND can execute (or must fail) now. */
+    private FakeQp nextReady() {
+        int n = qps.size();
+        long now = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            FakeQp qp = qps.get((wireCursor + i) % n);
+            if (qp.state != QpState.RTS || qp.sq.isEmpty()) {
+                continue;
+            }
+            FakeQp peer = qp.peer;
+            if (peer == null || peer.state != QpState.RTS || !peer.rq.isEmpty() || peer.incomingRnrRetry == 0) {
+                wireCursor = (wireCursor + i + 1) % Math.max(1, n);
+                return qp;
+            }
+            SendWr head = qp.sq.peek();
+            if (head.rnrSince == 0) {
+                head.rnrSince = now;
+            }
+            if (peer.incomingRnrRetry < 7 && now - head.rnrSince > TimeUnit.MILLISECONDS.toNanos(
+                    20L * peer.incomingRnrRetry)) {
+                wireCursor = (wireCursor + i + 1) % Math.max(1, n);
+                return qp;
+            }
+        }
+        return null;
+    }
+
+    private void execute(FakeQp qp, SendWr w) {
+        FakeQp peer = qp.peer;
+        if (injectedSendErrors.get() > 0 && injectedSendErrors.getAndDecrement() > 0) {
+            completeSend(qp, w, injectedStatus, 0);
+            toError(qp);
+            return;
+        }
+        if (peer == null || peer.state != QpState.RTS) {
+            completeSend(qp, w, WcStatus.RETRY_EXC_ERR, 0);
+            toError(qp);
+            return;
+        }
+        byte[] data = w.inlineData;
+        if (data == null) {
+            int total = 0;
+            for (int len : w.sgeLength) {
+                total += len;
+            }
+            data = new byte[total];
+            int at = 0;
+            for (int s = 0; s < w.sgeAddress.length; s++) {
+                ByteBuffer src = resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
+                if (src == null) {
+                    violation("LOC_PROT_ERR: qp " + qp.qpn + " SEND sge " + s + " (address 0x"
+                            + Long.toHexString(w.sgeAddress[s]) + ", " + w.sgeLength[s] + " bytes, lkey 0x"
+                            + Integer.toHexString(w.sgeLkey[s]) + ") is not in registered memory");
+                    completeSend(qp, w, WcStatus.LOC_PROT_ERR, 0);
+                    toError(qp);
+                    return;
+                }
+                src.get(data, at, w.sgeLength[s]);
+                at += w.sgeLength[s];
+            }
+        }
+        if (peer.rq.isEmpty()) {
+            violation("RNR: qp " + qp.qpn + " sent " + data.length + " bytes to qp " + peer.qpn
+                    + " with no receive posted");
+            completeSend(qp, w, WcStatus.RNR_RETRY_EXC_ERR, 0);
+            toError(qp);
+            toError(peer);
+            return;
+        }
+        RecvWr r = peer.rq.poll();
+        ByteBuffer dst = resolve(r.address, r.length, r.lkey);
+        if (dst == null) {
+            violation("LOC_PROT_ERR: qp " + peer.qpn + " receive is not in registered memory");
+            push(peer.cq, new Cqe(peer, r.wrId, WcStatus.LOC_PROT_ERR, Completions.OPCODE_RECV, 0, true, 0));
+            completeSend(qp, w, WcStatus.REM_OP_ERR, 0);
+            toError(qp);
+            toError(peer);
+            return;
+        }
+        if (data.length > r.length) {
+            violation("LOC_LEN_ERR: qp " + qp.qpn + " sent " + data.length + " bytes into a receive of "
+                    + r.length + " on qp " + peer.qpn);
+            push(peer.cq, new Cqe(peer, r.wrId, WcStatus.LOC_LEN_ERR, Completions.OPCODE_RECV, 0, true, 0));
+            completeSend(qp, w, WcStatus.REM_INV_REQ_ERR, 0);
+            toError(qp);
+            toError(peer);
+            return;
+        }
+        dst.put(data);
+        push(peer.cq, new Cqe(peer, r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0));
+        if (w.signaled) {
+            completeSend(qp, w, WcStatus.SUCCESS, data.length);
+        } else {
+            qp.completedUnsignaled++;
+        }
+    }
+
+    private void completeSend(FakeQp qp, SendWr w, int status, int length) {
+        // this completion frees its own send queue slot and those of the unsignaled sends before it, at poll time
+        int free = 1 + qp.completedUnsignaled;
+        qp.completedUnsignaled = 0;
+        push(qp.cq, new Cqe(qp, w.wrId, status, Completions.OPCODE_SEND, length, false, free));
+    }
+
+    /** Moves a queue pair to error: everything still posted completes with WR_FLUSH_ERR. */
+    private void toError(FakeQp qp) {
+        if (qp.state != QpState.RTS && qp.state != QpState.INIT) {
+            return;
+        }
+        qp.state = QpState.ERROR;
+        while (!qp.sq.isEmpty()) {
+            completeSend(qp, qp.sq.poll(), WcStatus.WR_FLUSH_ERR, 0);
+        }
+        while (!qp.rq.isEmpty()) {
+            push(qp.cq, new Cqe(qp, qp.rq.poll().wrId, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
+        }
+    }
+
+    private void push(FakeCq cq, Cqe e) {
+        if (cq.closed) {
+            violation("completion for qp " + e.qp.qpn + " on a destroyed completion queue");
+            return;
+        }
+        if (cq.overrun) {
+            return;
+        }
+        if (cq.entries.size() >= cq.capacity) {
+            violation("CQ overrun: completion queue of " + cq.capacity + " entries is full");
+            cq.overrun = true;
+            for (FakeQp qp : new ArrayList<>(cq.users)) {
+                toError(qp);
+            }
+            cq.signal.signalAll();
+            return;
+        }
+        cq.entries.add(e);
+        if (cq.armed) {
+            cq.armed = false;
+            cq.notified = true;
+            cq.signal.signalAll();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------ fake objects
+
+    private final class FakeDevice implements FabricDevice {
+        @Override
+        public String name() {
+            return "fake0";
+        }
+
+        @Override
+        public DeviceLimits limits() {
+            return new DeviceLimits(limits.maxQpWr(), limits.maxSge(), limits.maxCqe(), Integer.MAX_VALUE, 1024);
+        }
+
+        @Override
+        public RegisteredMemory register(int bytes) throws FabricException {
+            if (bytes <= 0) {
+                throw new FabricException("ibv_reg_mr: " + bytes + " bytes (EINVAL)");
+            }
+            lock.lock();
+            try {
+                FakeMr mr = new FakeMr(nextAddress, bytes, nextKey);
+                nextAddress += ((bytes + 4095L) & ~4095L) + 4096; // a guard page between registrations
+                nextKey += 0x107;
+                mrs.put(mr.lkey, mr);
+                liveMrs.incrementAndGet();
+                return mr;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public CompletionQueue createCompletionQueue(int entries) throws FabricException {
+            if (entries < 1 || entries > limits.maxCqe()) {
+                throw new FabricException("ibv_create_cq: " + entries + " entries (EINVAL)");
+            }
+            liveCqs.incrementAndGet();
+            return new FakeCq(entries);
+        }
+    }
+
+    private final class FakeMr implements RegisteredMemory {
+        final long address;
+        final int length;
+        final int lkey;
+        final ByteBuffer buffer;
+        boolean closed;
+
+        FakeMr(long address, int length, int lkey) {
+            this.address = address;
+            this.length = length;
+            this.lkey = lkey;
+            this.buffer = ByteBuffer.allocateDirect(length);
+        }
+
+        @Override
+        public ByteBuffer buffer() {
+            return buffer.duplicate().clear();
+        }
+
+        @Override
+        public long address() {
+            return address;
+        }
+
+        @Override
+        public int lkey() {
+            return lkey;
+        }
+
+        @Override
+        public int length() {
+            return length;
+        }
+
+        @Override
+        public void close() {
+            lock.lock();
+            try {
+                if (closed) {
+                    return;
+                }
+                for (FakeQp qp : qps) {
+                    for (SendWr w : qp.sq) {
+                        if (w.inlineData == null) {
+                            for (int s = 0; s < w.sgeLkey.length; s++) {
+                                if (w.sgeLkey[s] == lkey) {
+                                    violation("memory deregistered while SEND 0x" + Long.toHexString(w.wrId)
+                                            + " on qp " + qp.qpn + " still points into it");
+                                }
+                            }
+                        }
+                    }
+                    for (RecvWr r : qp.rq) {
+                        if (r.lkey == lkey) {
+                            violation("memory deregistered while receive 0x" + Long.toHexString(r.wrId)
+                                    + " on qp " + qp.qpn + " still points into it");
+                        }
+                    }
+                }
+                closed = true;
+                mrs.remove(lkey);
+                liveMrs.decrementAndGet();
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
+    }
+
+    private final class FakeCq implements CompletionQueue {
+        final int capacity;
+        final ArrayDeque<Cqe> entries = new ArrayDeque<>();
+        final Condition signal = lock.newCondition();
+        final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
+        final AtomicBoolean polling = new AtomicBoolean();
+        boolean armed;
+        boolean notified;
+        boolean overrun;
+        boolean closed;
+
+        FakeCq(int capacity) {
+            this.capacity = capacity;
+        }
+
+        FakeFabric fabric() {
+            return FakeFabric.this;
+        }
+
+        @Override
+        public int capacity() {
+            return capacity;
+        }
+
+        @Override
+        public int poll(Completions out) throws FabricException {
+            if (!polling.compareAndSet(false, true)) {
+                violation("concurrent poll of one completion queue");
+            }
+            lock.lock();
+            try {
+                if (closed) {
+                    violation("poll of a destroyed completion queue");
+                    throw new FabricException("ibv_poll_cq: completion queue destroyed");
+                }
+                if (overrun) {
+                    throw new FabricException("ibv_poll_cq: completion queue overrun (IBV_EVENT_CQ_ERR)");
+                }
+                out.clear();
+                while (out.count() < out.capacity() && !entries.isEmpty()) {
+                    Cqe e = entries.poll();
+                    out.add(e.wrId, e.status, e.opcode, e.length, e.qp.qpn);
+                    if (e.recv) {
+                        e.qp.rqOccupied--;
+                    } else {
+                        e.qp.sqOccupied -= e.sqFree;
+                    }
+                }
+                return out.count();
+            } finally {
+                lock.unlock();
+                polling.set(false);
+            }
+        }
+
+        @Override
+        public void requestNotification() throws FabricException {
+            lock.lock();
+            try {
+                if (closed) {
+                    throw new FabricException("ibv_req_notify_cq: completion queue destroyed");
+                }
+                armed = true;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public boolean awaitNotification(long timeoutMillis) throws FabricException {
+            lock.lock();
+            try {
+                long left = TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+                while (!notified && !closed && !overrun) {
+                    if (left <= 0) {
+                        return false;
+                    }
+                    left = signal.awaitNanos(left);
+                }
+                if (closed) {
+                    throw new FabricException("ibv_get_cq_event: completion queue destroyed");
+                }
+                notified = false;
+                return true;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public void close() {
+            lock.lock();
+            try {
+                if (closed) {
+                    return;
+                }
+                if (!users.isEmpty()) {
+                    violation("completion queue destroyed while " + users.size() + " queue pairs still use it");
+                }
+                closed = true;
+                liveCqs.decrementAndGet();
+                signal.signalAll();
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private static final class SendWr {
+        final long wrId;
+        final boolean signaled;
+        final long[] sgeAddress;
+        final int[] sgeLength;
+        final int[] sgeLkey;
+        byte[] inlineData;
+        long rnrSince;
+
+        SendWr(SendList list, int i) {
+            wrId = list.wrId(i);
+            signaled = (list.flags(i) & SendList.FLAG_SIGNALED) != 0;
+            int n = list.sgeCount(i);
+            int first = list.firstSge(i);
+            sgeAddress = new long[n];
+            sgeLength = new int[n];
+            sgeLkey = new int[n];
+            for (int s = 0; s < n; s++) {
+                sgeAddress[s] = list.sgeAddress(first + s);
+                sgeLength[s] = list.sgeLength(first + s);
+                sgeLkey[s] = list.sgeLkey(first + s);
+            }
+        }
+    }
+
+    private record RecvWr(long wrId, long address, int length, int lkey) {
+    }
+
+    private final class FakeQp implements QueuePair {
+        final int qpn;
+        final QueuePairCaps caps;
+        final FakeCq cq;
+        final QueuePairEvents events;
+        final InetSocketAddress local;
+        final InetSocketAddress remote;
+        final ArrayDeque<SendWr> sq = new ArrayDeque<>();
+        final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
+        final AtomicBoolean posting = new AtomicBoolean();
+        QpState state = QpState.INIT;
+        FakeQp peer;
+        byte[] peerPrivateData = new byte[0];
+        int incomingRnrRetry = 7;
+        int sqOccupied;
+        int rqOccupied;
+        int completedUnsignaled;
+        boolean everEstablished;
+        boolean disconnected;
+
+        FakeQp(int qpn, QueuePairCaps caps, FakeCq cq, QueuePairEvents events, InetSocketAddress local,
+               InetSocketAddress remote) {
+            this.qpn = qpn;
+            this.caps = caps;
+            this.cq = cq;
+            this.events = events;
+            this.local = local;
+            this.remote = remote;
+        }
+
+        @Override
+        public FabricDevice device() {
+            return device;
+        }
+
+        @Override
+        public QueuePairCaps caps() {
+            return caps;
+        }
+
+        @Override
+        public int qpNumber() {
+            return qpn;
+        }
+
+        @Override
+        public InetSocketAddress localAddress() {
+            return local;
+        }
+
+        @Override
+        public InetSocketAddress peerAddress() {
+            return remote;
+        }
+
+        @Override
+        public byte[] peerPrivateData() {
+            return peerPrivateData.clone();
+        }
+
+        @Override
+        public boolean isEstablished() {
+            lock.lock();
+            try {
+                return state == QpState.RTS;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public void postSend(SendList list) throws FabricException {
+            if (!posting.compareAndSet(false, true)) {
+                violation("concurrent post on qp " + qpn);
+            }
+            lock.lock();
+            try {
+                if (state == QpState.DESTROYED) {
+                    violation("postSend on destroyed qp " + qpn);
+                    throw new FabricException("ibv_post_send: queue pair destroyed");
+                }
+                if (state == QpState.INIT) {
+                    violation("postSend on qp " + qpn + " before the connection is established");
+                    throw new FabricException("ibv_post_send: queue pair not established");
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    if (list.sgeCount(i) > caps.maxSendSge()) {
+                        violation("postSend with " + list.sgeCount(i) + " sges, qp " + qpn + " allows "
+                                + caps.maxSendSge());
+                        throw new FabricException("ibv_post_send: too many sges (EINVAL " + EINVAL + ")");
+                    }
+                    if ((list.flags(i) & SendList.FLAG_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
+                        violation("inline send of " + list.byteLength(i) + " bytes, qp " + qpn + " allows "
+                                + caps.maxInlineData());
+                        throw new FabricException("ibv_post_send: inline data too long (EINVAL " + EINVAL + ")");
+                    }
+                }
+                if (sqOccupied + list.size() > caps.maxSendWr()) {
+                    violation("postSend of " + list.size() + " with " + sqOccupied + " outstanding, qp " + qpn
+                            + " allows " + caps.maxSendWr());
+                    throw new FabricException("ibv_post_send: send queue full (ENOMEM " + ENOMEM + ")");
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    SendWr w = new SendWr(list, i);
+                    if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
+                        w.inlineData = gatherInline(w);
+                        if (w.inlineData == null) {
+                            violation("LOC_PROT_ERR: inline send on qp " + qpn + " reads unregistered memory");
+                            throw new FabricException("ibv_post_send: inline sge not readable (EFAULT)");
+                        }
+                    }
+                    sqOccupied++;
+                    if (state == QpState.ERROR) {
+                        completeSend(this, w, WcStatus.WR_FLUSH_ERR, 0);
+                    } else {
+                        sq.add(w);
+                    }
+                }
+                wireWork.signalAll();
+            } finally {
+                lock.unlock();
+                posting.set(false);
+            }
+        }
+
+        private byte[] gatherInline(SendWr w) {
+            int total = 0;
+            for (int len : w.sgeLength) {
+                total += len;
+            }
+            byte[] data = new byte[total];
+            int at = 0;
+            for (int s = 0; s < w.sgeAddress.length; s++) {
+                ByteBuffer src = resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
+                if (src == null) {
+                    return null;
+                }
+                src.get(data, at, w.sgeLength[s]);
+                at += w.sgeLength[s];
+            }
+            return data;
+        }
+
+        @Override
+        public void postRecv(RecvList list) throws FabricException {
+            if (!posting.compareAndSet(false, true)) {
+                violation("concurrent post on qp " + qpn);
+            }
+            lock.lock();
+            try {
+                if (state == QpState.DESTROYED) {
+                    violation("postRecv on destroyed qp " + qpn);
+                    throw new FabricException("ibv_post_recv: queue pair destroyed");
+                }
+                if (rqOccupied + list.size() > caps.maxRecvWr()) {
+                    violation("postRecv of " + list.size() + " with " + rqOccupied + " outstanding, qp " + qpn
+                            + " allows " + caps.maxRecvWr());
+                    throw new FabricException("ibv_post_recv: receive queue full (ENOMEM " + ENOMEM + ")");
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    RecvWr r = new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
+                    rqOccupied++;
+                    if (state == QpState.ERROR) {
+                        push(cq, new Cqe(this, r.wrId, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
+                    } else {
+                        rq.add(r);
+                    }
+                }
+                wireWork.signalAll();
+            } finally {
+                lock.unlock();
+                posting.set(false);
+            }
+        }
+
+        @Override
+        public void disconnect() {
+            lock.lock();
+            try {
+                if (disconnected || state == QpState.DESTROYED) {
+                    return;
+                }
+                disconnected = true;
+                boolean wasConnected = state == QpState.RTS;
+                toError(this);
+                if (wasConnected) {
+                    cm.execute(() -> events.disconnected(this, "disconnected"));
+                }
+                FakeQp p = peer;
+                if (p != null && p.state == QpState.RTS) {
+                    toError(p);
+                    cm.execute(() -> p.events.disconnected(p, "peer disconnected"));
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public void close() {
+            lock.lock();
+            try {
+                if (state == QpState.DESTROYED) {
+                    return;
+                }
+                if (everEstablished && (!sq.isEmpty() || !rq.isEmpty())) {
+                    violation("qp " + qpn + " destroyed with " + sq.size() + " sends and " + rq.size()
+                            + " receives still posted");
+                }
+                FakeQp p = peer;
+                destroyLocked(this);
+                if (p != null && p.state == QpState.RTS) {
+                    toError(p);
+                    cm.execute(() -> p.events.disconnected(p, "peer destroyed its queue pair"));
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "FakeQp[" + qpn + " " + state + "]";
+        }
+    }
+
+    private final class FakeListener implements FabricListener {
+        final InetSocketAddress address;
+        final ConnectionRequestHandler handler;
+
+        FakeListener(InetSocketAddress address, ConnectionRequestHandler handler) {
+            this.address = address;
+            this.handler = handler;
+        }
+
+        @Override
+        public InetSocketAddress localAddress() {
+            return address;
+        }
+
+        @Override
+        public void close() {
+            listeners.remove(address, this);
+        }
+    }
+
+    private final class FakeRequest implements ConnectionRequest {
+        final FakeListener listener;
+        final FakeQp active;
+        final byte[] privateData;
+        final Condition decided = lock.newCondition();
+        /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
+        int outcome;
+        byte[] rejectData;
+
+        FakeRequest(FakeListener listener, FakeQp active, byte[] privateData) {
+            this.listener = listener;
+            this.active = active;
+            this.privateData = privateData;
+        }
+
+        boolean undecided() {
+            lock.lock();
+            try {
+                return outcome == 0;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public byte[] privateData() {
+            return privateData.clone();
+        }
+
+        @Override
+        public InetSocketAddress peerAddress() {
+            return active.local;
+        }
+
+        @Override
+        public InetSocketAddress localAddress() {
+            return listener.address;
+        }
+
+        @Override
+        public FabricDevice device() {
+            return device;
+        }
+
+        @Override
+        public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount, QueuePairEvents events)
+                throws FabricException {
+            if (replyData != null && replyData.length > MAX_ACCEPT_DATA) {
+                throw new IllegalArgumentException("accept private data is limited to " + MAX_ACCEPT_DATA
+                        + " bytes, got " + replyData.length);
+            }
+            if (!undecided()) {
+                throw new IllegalStateException("connection request already decided");
+            }
+            QueuePairSpec spec = setup.queuePairSpec(device);
+            FakeQp pqp = createQp(spec, events, listener.address, active.local);
+            pqp.incomingRnrRetry = rnrRetryCount;
+            pqp.peerPrivateData = privateData.clone();
+            try {
+                setup.prepare(pqp);
+            } catch (FabricException | RuntimeException e) {
+                destroyQuietly(pqp);
+                throw e;
+            }
+            lock.lock();
+            try {
+                if (outcome != 0 || active.state != QpState.INIT) {
+                    destroyLocked(pqp);
+                    throw new FabricException("accept: the connecting side gave up");
+                }
+                active.peer = pqp;
+                pqp.peer = active;
+                active.peerPrivateData = replyData == null ? new byte[0] : replyData.clone();
+                active.state = QpState.RTS;
+                pqp.state = QpState.RTS;
+                active.everEstablished = true;
+                pqp.everEstablished = true;
+                outcome = 1;
+                decided.signalAll();
+            } finally {
+                lock.unlock();
+            }
+            cm.execute(() -> events.established(pqp));
+            return pqp;
+        }
+
+        @Override
+        public void reject(byte[] reason) {
+            if (reason != null && reason.length > MAX_REJECT_DATA) {
+                throw new IllegalArgumentException("reject private data is limited to " + MAX_REJECT_DATA
+                        + " bytes, got " + reason.length);
+            }
+            lock.lock();
+            try {
+                if (outcome != 0) {
+                    throw new IllegalStateException("connection request already decided");
+                }
+                outcome = -1;
+                rejectData = reason == null ? new byte[0] : reason.clone();
+                decided.signalAll();
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        void rejectIfUndecided() {
+            lock.lock();
+            try {
+                if (outcome == 0) {
+                    outcome = -1;
+                    rejectData = new byte[0];
+                    decided.signalAll();
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+}

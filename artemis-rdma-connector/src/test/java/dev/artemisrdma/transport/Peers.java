@@ -1,0 +1,122 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.zip.CRC32;
+
+/** Test plumbing: a recording handler, frame payloads with checksums, waiting helpers. */
+final class Peers {
+
+    private Peers() {
+    }
+
+    static InetSocketAddress serverAddress() {
+        try {
+            return new InetSocketAddress(InetAddress.getByAddress(new byte[] {10, 77, 0, 1}), 0);
+        } catch (java.net.UnknownHostException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    /** A frame whose content is derived from (seq, size): the receiver can verify order and content. */
+    static byte[] payload(long seed, int seq, int size) {
+        byte[] b = new byte[size];
+        long x = seed * 0x9E3779B97F4A7C15L + seq * 0xBF58476D1CE4E5B9L + size;
+        for (int i = 0; i < size; i++) {
+            x ^= x << 13;
+            x ^= x >>> 7;
+            x ^= x << 17;
+            b[i] = (byte) x;
+        }
+        if (size >= 4) {
+            ByteBuffer.wrap(b).putInt(0, seq);
+        }
+        return b;
+    }
+
+    static long crc(ByteBuffer b) {
+        CRC32 c = new CRC32();
+        c.update(b.duplicate());
+        return c.getValue();
+    }
+
+    static long crc(byte[] b) {
+        CRC32 c = new CRC32();
+        c.update(b);
+        return c.getValue();
+    }
+
+    /** Records what a channel's handler sees. */
+    static final class Recorder implements ChannelHandler {
+        final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
+        final List<Integer> sizes = Collections.synchronizedList(new ArrayList<>());
+        final AtomicInteger writableEvents = new AtomicInteger();
+        final AtomicInteger endOfBatch = new AtomicInteger();
+        final CompletableFuture<FabricException> closed = new CompletableFuture<>();
+        final BlockingQueue<byte[]> frames = new LinkedBlockingQueue<>();
+        volatile boolean keepFrames;
+        volatile Thread callbackThread;
+        final List<String> threadViolations = Collections.synchronizedList(new ArrayList<>());
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            checkThread();
+            crcs.add(crc(frame));
+            sizes.add(frame.remaining());
+            if (keepFrames) {
+                byte[] copy = new byte[frame.remaining()];
+                frame.duplicate().get(copy);
+                frames.add(copy);
+            }
+        }
+
+        @Override
+        public void onEndOfBatch(RdmaChannel channel) {
+            checkThread();
+            endOfBatch.incrementAndGet();
+        }
+
+        @Override
+        public void onWritable(RdmaChannel channel) {
+            writableEvents.incrementAndGet();
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            closed.complete(cause);
+        }
+
+        private void checkThread() {
+            Thread t = Thread.currentThread();
+            if (callbackThread == null) {
+                callbackThread = t;
+            } else if (callbackThread != t) {
+                threadViolations.add("callback on " + t.getName() + " after " + callbackThread.getName());
+            }
+        }
+
+        int count() {
+            return crcs.size();
+        }
+    }
+
+    static void await(String what, long timeoutMillis, java.util.function.BooleanSupplier condition)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("timed out waiting for " + what);
+            }
+            Thread.sleep(1);
+        }
+    }
+}
