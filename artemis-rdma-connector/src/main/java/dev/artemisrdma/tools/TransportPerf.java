@@ -1,22 +1,263 @@
 package dev.artemisrdma.tools;
 
+import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.SendBuffer;
+import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.TransportStats;
+import org.HdrHistogram.Histogram;
 
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
-/** The transport-layer side of {@link RdmaPerf}: the same workloads through framing, credits and the loop. */
+/**
+ * The transport-layer side of {@link RdmaPerf}: the same workloads as {@link VerbsPerf}, through framing, credits,
+ * the send queue and the completion loop. Work is driven from the loop's callbacks (the next ping is written from
+ * the handler that received the pong), as an event-driven application would.
+ *
+ * <p>The first frame of a connection says what follows: magic, mode, size, count.
+ */
 final class TransportPerf {
+
+    private static final int MAGIC = 0x54505246; // "TPRF"
+    private static final int HELLO = 13;
 
     private TransportPerf() {
     }
 
-    static AutoCloseable listen(Fabric fabric, InetSocketAddress bind) throws FabricException {
-        // Wired to RdmaTransport once the transport protocol lands (issue 3).
-        return () -> { };
+    /** The configuration both ends use: the defaults, with a busy-poll window as long as ib_send_lat's spin. */
+    static TransportConfig config() {
+        return TransportConfig.defaults().toBuilder().busyPollMicros(Long.getLong("rdmaperf.busyPollMicros", 2000))
+                .build();
     }
 
-    static PerfResult run(Fabric fabric, PerfOptions options) throws FabricException {
-        throw new FabricException("--layer transport needs the transport protocol, which is not in this build yet");
+    // ---------------------------------------------------------------- server
+
+    static AutoCloseable listen(Fabric fabric, InetSocketAddress bind) throws FabricException {
+        RdmaTransport transport = RdmaTransport.create(fabric, config());
+        RdmaServer server = transport.listen(bind, channel -> new ServerHandler());
+        return () -> {
+            server.close();
+            transport.close();
+        };
+    }
+
+    /** Echoes every frame (lat) or counts them and acknowledges the last (bw). */
+    private static final class ServerHandler implements ChannelHandler {
+        private boolean helloSeen;
+        private boolean latency;
+        private long expected;
+        private long received;
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            try {
+                if (!helloSeen) {
+                    if (frame.remaining() != HELLO || frame.getInt() != MAGIC) {
+                        System.err.println("rdmaperf: " + channel.remoteAddress() + " is not an RdmaPerf client");
+                        channel.forceClose();
+                        return;
+                    }
+                    latency = frame.get() == 0;
+                    frame.getInt(); // size: frames say it themselves
+                    expected = frame.getInt() & 0xffffffffL;
+                    helloSeen = true;
+                    return;
+                }
+                received++;
+                if (latency) {
+                    SendBuffer reply = channel.allocate(frame.remaining());
+                    reply.buffer().put(frame);
+                    channel.write(reply, true);
+                } else if (received == expected) {
+                    channel.write(ByteBuffer.wrap(new byte[] {1}), true);
+                }
+            } catch (FabricException e) {
+                System.err.println("rdmaperf: transport server " + channel.id() + ": " + e.getMessage());
+            }
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            // the client went away: nothing to clean up beyond what the transport does
+        }
+    }
+
+    // ---------------------------------------------------------------- client
+
+    static PerfResult run(Fabric fabric, PerfOptions options) throws Exception {
+        boolean latency = options.mode().equals("lat");
+        long total = (long) options.warmup() + options.iters();
+        try (RdmaTransport transport = RdmaTransport.create(fabric, config())) {
+            Client client = latency ? new PingPong(options) : new Stream(options);
+            RdmaChannel channel = transport.connect(new InetSocketAddress(options.address(), options.port()),
+                    client);
+            try {
+                ByteBuffer hello = ByteBuffer.allocate(HELLO).putInt(MAGIC).put((byte) (latency ? 0 : 1))
+                        .putInt(options.size()).putInt((int) total);
+                channel.write(hello.flip(), true);
+                client.start(channel);
+                if (!client.done.await(Math.max(120, total / 500), TimeUnit.SECONDS)) {
+                    throw new FabricException("timed out after " + client.completed + " of " + total
+                            + " messages");
+                }
+                if (client.failure.get() != null) {
+                    throw new FabricException("run failed: " + client.failure.get());
+                }
+                System.out.println("rdmaperf: transport stats " + TransportStats.of(channel));
+                return client.result();
+            } finally {
+                channel.close();
+            }
+        }
+    }
+
+    /** Shared state of a client run; its handler methods run on the completion-loop thread. */
+    private abstract static class Client implements ChannelHandler {
+        final PerfOptions options;
+        final long total;
+        final Histogram histogram = new Histogram(3_600_000_000L, 3);
+        final CountDownLatch done = new CountDownLatch(1);
+        final AtomicReference<String> failure = new AtomicReference<>();
+        volatile long completed;
+        long startNanos;
+        long endNanos;
+
+        Client(PerfOptions options) {
+            this.options = options;
+            this.total = (long) options.warmup() + options.iters();
+        }
+
+        abstract void start(RdmaChannel channel) throws FabricException;
+
+        abstract PerfResult result();
+
+        void send(RdmaChannel channel, boolean flush) throws FabricException {
+            SendBuffer buffer = channel.allocate(options.size());
+            ByteBuffer b = buffer.buffer();
+            b.position(options.size()); // contents do not matter; the size does
+            channel.write(buffer, flush);
+        }
+
+        void fail(String why) {
+            failure.compareAndSet(null, why);
+            done.countDown();
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            if (completed < total) {
+                fail("channel closed after " + completed + " messages: " + (cause == null ? "closed" : cause));
+            }
+        }
+    }
+
+    /** One frame out, the echo back, the next frame out from the echo's callback. */
+    private static final class PingPong extends Client {
+        private long sentAt;
+
+        PingPong(PerfOptions options) {
+            super(options);
+        }
+
+        @Override
+        void start(RdmaChannel channel) throws FabricException {
+            sentAt = System.nanoTime();
+            send(channel, true);
+        }
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            long now = System.nanoTime();
+            long n = ++completed;
+            if (n == options.warmup()) {
+                startNanos = now;
+            } else if (n > options.warmup()) {
+                histogram.recordValue((now - sentAt) / 2); // one-way, as ib_send_lat reports
+            }
+            if (n == total) {
+                endNanos = now;
+                done.countDown();
+                return;
+            }
+            try {
+                sentAt = System.nanoTime();
+                send(channel, true);
+            } catch (FabricException e) {
+                fail(e.getMessage());
+            }
+        }
+
+        @Override
+        PerfResult result() {
+            return PerfResult.of("transport", "lat", options.size(), options.iters(), histogram,
+                    endNanos - startNanos, options.iters());
+        }
+    }
+
+    /** Frames written as fast as the channel stays writable; the server acknowledges the last one. */
+    private static final class Stream extends Client {
+        private long written;
+        private long batchStart;
+
+        Stream(PerfOptions options) {
+            super(options);
+        }
+
+        @Override
+        void start(RdmaChannel channel) throws FabricException {
+            startNanos = System.nanoTime();
+            batchStart = startNanos;
+            pump(channel);
+        }
+
+        /** Writes until the channel is not writable (then onWritable resumes) or everything is written. */
+        private synchronized void pump(RdmaChannel channel) throws FabricException {
+            while (written < total && channel.isWritable()) {
+                written++;
+                if (written == options.warmup()) {
+                    startNanos = System.nanoTime();
+                }
+                send(channel, written % 16 == 0 || written == total);
+                if (written % 1024 == 0) {
+                    long now = System.nanoTime();
+                    histogram.recordValue((now - batchStart) / 1024); // mean per-message time of each 1024
+                    batchStart = now;
+                }
+            }
+            completed = written;
+        }
+
+        @Override
+        public void onWritable(RdmaChannel channel) {
+            try {
+                pump(channel);
+            } catch (FabricException e) {
+                fail(e.getMessage());
+            }
+        }
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            endNanos = System.nanoTime();
+            completed = total;
+            done.countDown();
+        }
+
+        @Override
+        PerfResult result() {
+            if (histogram.getTotalCount() == 0) {
+                histogram.recordValue(Math.max(1, (endNanos - startNanos) / Math.max(1, options.iters())));
+            }
+            return PerfResult.of("transport", "bw", options.size(), options.iters(), histogram,
+                    endNanos - startNanos, options.iters());
+        }
     }
 }

@@ -1,0 +1,81 @@
+#!/bin/bash
+# Runs inside the Soft-RoCE lab (started by rdmaperf-bench): perftest and RdmaPerf on the same devices in one boot.
+# Exit 3 when the lab settled into a slow latency mode (see jna-on-rxe.md): the caller boots again.
+set -uo pipefail
+cp_file="$1"
+addr="${RDMA_LAB_ADDR1:-10.77.0.2}"
+out="${RDMA_LAB_RESULTS:-/tmp}"
+java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+jvm=(-Xmx1g -XX:TieredStopAtLevel=1 -cp "$(cat "$cp_file")")
+port=18515
+lat_iters=${LAT_ITERS:-5000}
+bw_iters=${BW_ITERS:-20000}
+
+# perftest: server in the background, client to it; prints the result row of the client
+perftest() { # tool size iterations
+  local tool=$1 size=$2 n=$3
+  port=$((port + 1))
+  $tool -R -p $port -s "$size" -n "$n" >/dev/null 2>&1 &
+  local server=$!
+  sleep 1
+  local row
+  row="$($tool -R -p $port -s "$size" -n "$n" "$addr" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 4 {print; exit}')"
+  wait $server 2>/dev/null
+  echo "$row"
+}
+lat_row() { perftest ib_send_lat "$1" "$lat_iters"; }   # bytes iters t_min t_max t_typical t_avg ...
+bw_row() { perftest ib_send_bw "$1" "$bw_iters"; }      # bytes iters bw_peak bw_avg msg_rate
+
+before="$(lat_row 64)"
+typical_before="$(echo "$before" | awk '{print $5}')"
+echo "ib_send_lat 64 B before: typical ${typical_before} us"
+if awk -v t="$typical_before" 'BEGIN {exit !(t == "" || t > 100)}'; then
+  echo "lab is in a slow latency mode (typical ${typical_before} us > 100 us): results would be meaningless"
+  exit 3
+fi
+
+"$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf server --bind "$addr" --port 19000 > "$out/rdmaperf-server.log" 2>&1 &
+server=$!
+sleep 6
+
+rdmaperf() { # layer mode size iters
+  "$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" 2>>"$out/rdmaperf-client.log" | grep '^RESULT' | tail -1
+}
+field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
+
+table="$out/rdmaperf-table.txt"
+{
+  printf "%-8s %-5s | %12s %12s %12s | %10s %10s | %10s %10s\n" size mode "ib_send_*" "verbs" "transport" \
+    "verbs/ib" "trans/ib" "trans/verbs" "min t/ib"
+} > "$table"
+for size in 64 1024 65536; do
+  ib="$(lat_row $size)"
+  ib_typ="$(echo "$ib" | awk '{print $5}')"; ib_min="$(echo "$ib" | awk '{print $3}')"
+  v="$(rdmaperf verbs lat $size $lat_iters)"; t="$(rdmaperf transport lat $size $lat_iters)"
+  echo "$v"; echo "$t"
+  v50="$(field "$v" p50_us)"; t50="$(field "$t" p50_us)"
+  awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" 'BEGIN {
+    printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %10.2f %10s\n", s, "lat", ib, v, t,
+      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), "-" }' >> "$table"
+  bw="$(bw_row $size)"
+  ib_mb="$(echo "$bw" | awk '{print $4}')"
+  v="$(rdmaperf verbs bw $size $bw_iters)"; t="$(rdmaperf transport bw $size $bw_iters)"
+  echo "$v"; echo "$t"
+  vg="$(field "$v" gbit_per_s)"; tg="$(field "$t" gbit_per_s)"
+  awk -v s=$size -v ibmb="$ib_mb" -v v="$vg" -v t="$tg" 'BEGIN { ib = ibmb * 8 * 1.048576 / 1000;
+    printf "%-8s %-5s | %7.2f Gb/s %7.2f Gb/s %7.2f Gb/s | %10.2f %10.2f | %10.2f %10s\n", s, "bw", ib, v, t,
+      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), "-" }' >> "$table"
+done
+kill $server 2>/dev/null
+after="$(lat_row 64)"
+typical_after="$(echo "$after" | awk '{print $5}')"
+echo "ib_send_lat 64 B after: typical ${typical_after} us"
+echo
+echo "RdmaPerf vs perftest, one lab boot (latency: medians, one-way; bandwidth: averages)"
+echo "ib_send_lat 64 B typical before/after: ${typical_before} / ${typical_after} us"
+cat "$table"
+if awk -v t="$typical_after" 'BEGIN {exit !(t == "" || t > 100)}'; then
+  echo "lab fell into a slow latency mode during the run: results are not comparable"
+  exit 3
+fi
