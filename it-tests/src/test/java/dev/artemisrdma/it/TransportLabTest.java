@@ -232,18 +232,29 @@ class TransportLabTest {
 
     @Test
     void transportsReleaseEveryNativeResource() throws Exception {
+        // librdmacm opens every device context once per process and keeps it (and, as measured here, one
+        // protection domain of the device it used first) until exit: take the baseline after that first use.
+        try (VerbsFabric fabric = new VerbsFabric(); Link link = new Link(fabric, strict(8, 4096))) {
+            link.client.write(ByteBuffer.wrap(new byte[100]), true);
+            awaitFrames(link.atServer, 1, 30);
+        }
         RdmaResources before = RdmaResources.now();
-        try (VerbsFabric fabric = new VerbsFabric()) {
-            for (int i = 0; i < 20; i++) {
-                try (Link link = new Link(fabric, strict(8, 4096))) {
-                    link.client.write(ByteBuffer.wrap(new byte[100]), true);
-                    awaitFrames(link.atServer, 1, 30);
-                    assertEquals(1, link.atServer.frames.size());
+        for (int round = 0; round < 2; round++) {
+            try (VerbsFabric fabric = new VerbsFabric()) {
+                for (int i = 0; i < 20; i++) {
+                    try (Link link = new Link(fabric, strict(8, 4096))) {
+                        link.client.write(ByteBuffer.wrap(new byte[100]), true);
+                        link.serverChannel.write(ByteBuffer.wrap(new byte[5000]), true);
+                        awaitFrames(link.atServer, 1, 30);
+                        awaitFrames(link.atClient, 1, 30);
+                        assertEquals(1, link.atServer.frames.size());
+                        assertEquals(1, link.atClient.frames.size());
+                    }
                 }
             }
+            RdmaResources after = RdmaResources.awaitEqual(before, 20_000);
+            assertEquals(before, after, "rdma resource show counts return to where they started, round " + round);
         }
-        RdmaResources after = RdmaResources.awaitEqual(before, 20_000);
-        assertEquals(before, after, "rdma resource show counts return to where they started");
     }
 
     private static void sendUnchecked(RdmaChannel channel, long seed, int[] sizes) {

@@ -187,6 +187,9 @@ class ArtemisLabTest {
                 crc.update(body);
                 assertEquals(m.getLongProperty("crc"), crc.getValue(), "content of " + producer + "/" + seq);
                 bytes += body.length;
+                if ((n + 1) % 10_000 == 0) {
+                    System.out.printf("random messages: %d received (%.1f MiB)%n", n + 1, bytes / 1048576.0);
+                }
             }
             persistent.get(60, TimeUnit.SECONDS);
             fast.get(60, TimeUnit.SECONDS);
