@@ -35,6 +35,33 @@ public record RdmaResources(Map<String, Integer> counts) {
         return new RdmaResources(counts);
     }
 
+    /**
+     * The counts once librdmacm's per-process state exists. librdmacm opens every device context on first use and
+     * keeps them (and, as measured in the lab, a protection domain of the first device it connected on) until the
+     * process exits; a baseline taken before that would blame the first connection of a JVM for them.
+     */
+    public static RdmaResources afterWarmUp() throws Exception {
+        try (dev.artemisrdma.transport.VerbsFabric fabric = new dev.artemisrdma.transport.VerbsFabric()) {
+            RawEndpoint server = new RawEndpoint(2, 1, 0);
+            RawEndpoint client = new RawEndpoint(2, 1, 0);
+            dev.artemisrdma.transport.FabricListener listener = fabric.listen(
+                    Lab.address(Lab.addr1(), Lab.freshPort()), request -> {
+                        try {
+                            request.accept(server, new byte[0], 7, server);
+                        } catch (dev.artemisrdma.transport.FabricException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    });
+            fabric.connect(listener.localAddress(), client, new dev.artemisrdma.transport.ConnectOptions(
+                    new byte[0], 7, 7, java.time.Duration.ofSeconds(20)), client);
+            client.close();
+            server.disconnected.await(10, java.util.concurrent.TimeUnit.SECONDS);
+            server.close();
+            listener.close();
+        }
+        return now();
+    }
+
     /** Waits (bounded) until the counts equal {@code expected}; returns the last reading. */
     public static RdmaResources awaitEqual(RdmaResources expected, long timeoutMillis) throws InterruptedException {
         long deadline = System.currentTimeMillis() + timeoutMillis;
