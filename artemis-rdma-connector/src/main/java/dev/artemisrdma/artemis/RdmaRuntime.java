@@ -7,6 +7,7 @@ import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.VerbsFabric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -17,14 +18,13 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Choosing the fabric.</b> The system property {@value #FABRIC_PROPERTY} names a public class with a public
  * no-argument constructor implementing {@code java.util.function.Supplier<dev.artemisrdma.transport.Fabric>}; it is
- * read each time the fabric is (re)created. Unset, the real verbs fabric ({@value #VERBS_FABRIC}) is used. Tests set it
+ * read each time the fabric is (re)created. Unset, the real verbs fabric ({@link VerbsFabric}) is used. Tests set it
  * to a supplier of the in-memory fake fabric.
  */
 public final class RdmaRuntime {
 
     /** System property naming a {@code Supplier<Fabric>} class to use instead of the verbs fabric. */
     public static final String FABRIC_PROPERTY = "dev.artemisrdma.fabric";
-    static final String VERBS_FABRIC = "dev.artemisrdma.transport.VerbsFabric";
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final Object LOCK = new Object();
@@ -131,11 +131,16 @@ public final class RdmaRuntime {
                 logger.info("RDMA fabric from {}={}: {}", FABRIC_PROPERTY, supplierClass, created);
                 return created;
             }
-            return (Fabric) loadClass(VERBS_FABRIC).getConstructor().newInstance();
+            // Our own class, not loaded by name: in OSGi or an application server the context class loader may
+            // see another copy of the connector, whose VerbsFabric would not be our Fabric.
+            return new VerbsFabric();
         } catch (ReflectiveOperationException | ClassCastException | LinkageError e) {
             Throwable cause = e.getCause() != null && e instanceof ReflectiveOperationException ? e.getCause() : e;
-            String source = supplierClass != null ? FABRIC_PROPERTY + "=" + supplierClass : VERBS_FABRIC;
+            String source = supplierClass != null ? FABRIC_PROPERTY + "=" + supplierClass : "VerbsFabric";
             throw new FabricException("cannot open the RDMA fabric (" + source + "): " + cause, cause);
+        } catch (RuntimeException e) {
+            // start-up checks (no device, libraries missing, ABI mismatch) say what to do: keep their message
+            throw new FabricException("cannot open the RDMA fabric: " + e.getMessage(), e);
         }
     }
 
