@@ -38,41 +38,45 @@ fi
 server=$!
 sleep 6
 
-rdmaperf() { # layer mode size iters
-  "$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
-    --layer "$1" --mode "$2" --size "$3" --iters "$4" 2>>"$out/rdmaperf-client.log" | grep '^RESULT' | tail -1
+rdmaperf() { # layer mode size iters: prints the RESULT line with min_us=... appended
+  local all
+  all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" 2>>"$out/rdmaperf-client.log")"
+  echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)"
 }
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
 
 table="$out/rdmaperf-table.txt"
 {
-  printf "%-8s %-5s | %12s %12s %12s | %10s %10s | %10s %10s\n" size mode "ib_send_*" "verbs" "transport" \
-    "verbs/ib" "trans/ib" "trans/verbs" "min t/ib"
+  printf "%-8s %-5s | %12s %12s %12s | %10s %10s | %11s | %12s\n" size mode "ib_send_*" "verbs" "transport" \
+    "verbs/ib" "trans/ib" "trans/verbs" "min: t/ib"
 } > "$table"
 for size in 64 1024 65536; do
   ib="$(lat_row $size)"
   ib_typ="$(echo "$ib" | awk '{print $5}')"; ib_min="$(echo "$ib" | awk '{print $3}')"
   v="$(rdmaperf verbs lat $size $lat_iters)"; t="$(rdmaperf transport lat $size $lat_iters)"
   echo "$v"; echo "$t"
-  v50="$(field "$v" p50_us)"; t50="$(field "$t" p50_us)"
-  awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" 'BEGIN {
-    printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %10.2f %10s\n", s, "lat", ib, v, t,
-      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), "-" }' >> "$table"
+  v50="$(field "$v" p50_us)"; t50="$(field "$t" p50_us)"; tmin="$(field "$t" min_us)"
+  awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
+    printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %11.2f | %5.2f (%s/%s)\n", s, "lat", ib, v, t,
+      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), (ibmin > 0 ? tmin / ibmin : 0), tmin, ibmin }' >> "$table"
   bw="$(bw_row $size)"
-  ib_mb="$(echo "$bw" | awk '{print $4}')"
+  ib_mpps="$(echo "$bw" | awk '{print $5}')"
   v="$(rdmaperf verbs bw $size $bw_iters)"; t="$(rdmaperf transport bw $size $bw_iters)"
   echo "$v"; echo "$t"
-  vg="$(field "$v" gbit_per_s)"; tg="$(field "$t" gbit_per_s)"
-  awk -v s=$size -v ibmb="$ib_mb" -v v="$vg" -v t="$tg" 'BEGIN { ib = ibmb * 8 * 1.048576 / 1000;
-    printf "%-8s %-5s | %7.2f Gb/s %7.2f Gb/s %7.2f Gb/s | %10.2f %10.2f | %10.2f %10s\n", s, "bw", ib, v, t,
-      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), "-" }' >> "$table"
+  vm="$(field "$v" msgs_per_s)"; tm="$(field "$t" msgs_per_s)"
+  # ratios from message rates (Gb/s at 64 B rounds to 0.01); shown as Mbit/s
+  awk -v s=$size -v mpps="$ib_mpps" -v v="$vm" -v t="$tm" 'BEGIN { ib = mpps * 1e6;
+    printf "%-8s %-5s | %7.1f Mb/s %7.1f Mb/s %7.1f Mb/s | %10.2f %10.2f | %11.2f | %12s\n", s, "bw",
+      ib * s * 8 / 1e6, v * s * 8 / 1e6, t * s * 8 / 1e6, (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0),
+      (v > 0 ? t / v : 0), "-" }' >> "$table"
 done
 kill $server 2>/dev/null
 after="$(lat_row 64)"
 typical_after="$(echo "$after" | awk '{print $5}')"
 echo "ib_send_lat 64 B after: typical ${typical_after} us"
 echo
-echo "RdmaPerf vs perftest, one lab boot (latency: medians, one-way; bandwidth: averages)"
+echo "RdmaPerf vs perftest, one lab boot (latency: medians and minimums, one-way; bandwidth: message rates)"
 echo "ib_send_lat 64 B typical before/after: ${typical_before} / ${typical_after} us"
 cat "$table"
 if awk -v t="$typical_after" 'BEGIN {exit !(t == "" || t > 100)}'; then

@@ -38,6 +38,7 @@ public final class RdmaPerf {
             serve(options);
         } else {
             PerfResult result = measure(options);
+            System.out.println(String.format(java.util.Locale.ROOT, "rdmaperf: min_us=%.1f", result.minMicros()));
             System.out.println(result.line());
         }
     }

@@ -161,7 +161,7 @@ final class TransportPerf {
 
     /** One frame out, the echo back, the next frame out from the echo's callback. */
     private static final class PingPong extends Client {
-        private long sentAt;
+        private long previous;
 
         PingPong(PerfOptions options) {
             super(options);
@@ -169,10 +169,11 @@ final class TransportPerf {
 
         @Override
         void start(RdmaChannel channel) throws FabricException {
-            sentAt = System.nanoTime();
+            previous = System.nanoTime();
             send(channel, true);
         }
 
+        /** One clock read per round trip, as in VerbsPerf: consecutive answers are one round trip apart. */
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             long now = System.nanoTime();
@@ -180,15 +181,15 @@ final class TransportPerf {
             if (n == options.warmup()) {
                 startNanos = now;
             } else if (n > options.warmup()) {
-                histogram.recordValue((now - sentAt) / 2); // one-way, as ib_send_lat reports
+                histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
+            previous = now;
             if (n == total) {
                 endNanos = now;
                 done.countDown();
                 return;
             }
             try {
-                sentAt = System.nanoTime();
                 send(channel, true);
             } catch (FabricException e) {
                 fail(e.getMessage());

@@ -23,6 +23,8 @@ final class CompletionLoop implements Runnable {
 
     private static final Logger LOG = LoggerFactory.getLogger(CompletionLoop.class);
     private static final int BATCH = 64;
+    /** Empty polls retried in native code per busy-poll step: one JNI transition per completion, not per poll. */
+    private static final int NATIVE_SPINS = 128;
     private static final long AWAIT_MILLIS = 100;
     private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
@@ -150,7 +152,7 @@ final class CompletionLoop implements Runnable {
         boolean spinning = false;
         try {
             while (running) {
-                int n = pollOnce(batch);
+                int n = pollOnce(batch, busyPollNanos > 0 ? NATIVE_SPINS : 1);
                 long now = System.nanoTime();
                 if (now - lastTick > TICK_NANOS) {
                     lastTick = now;
@@ -172,7 +174,7 @@ final class CompletionLoop implements Runnable {
                 }
                 spinning = false;
                 cq.requestNotification();
-                if (pollOnce(batch) > 0) {
+                if (pollOnce(batch, 1) > 0) {
                     continue; // arrived before the arming: handled now; the armed event wakes a later wait
                 }
                 if (!cq.awaitNotification(AWAIT_MILLIS)) {
@@ -190,8 +192,8 @@ final class CompletionLoop implements Runnable {
     }
 
     /** One poll of up to a batch; dispatches, then lets each channel touched apply what it got. */
-    private int pollOnce(Completions batch) throws FabricException {
-        int n = cq.poll(batch);
+    private int pollOnce(Completions batch, int spins) throws FabricException {
+        int n = spins > 1 ? cq.pollSpinning(batch, spins) : cq.poll(batch);
         if (n == 0) {
             return 0;
         }
@@ -259,7 +261,7 @@ final class CompletionLoop implements Runnable {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         try {
             while (load() > 0 && System.nanoTime() - deadline < 0) {
-                if (pollOnce(batch) == 0) {
+                if (pollOnce(batch, 1) == 0) {
                     Thread.sleep(1);
                     tick(System.nanoTime());
                 }

@@ -11,6 +11,14 @@ public interface CompletionQueue extends AutoCloseable {
     /** Moves up to {@code out.capacity()} completions into {@code out}; returns how many (0 when empty). */
     int poll(Completions out) throws FabricException;
 
+    /**
+     * Like {@link #poll}, but may retry up to {@code spins} times while the queue is empty before returning 0: a
+     * busy-poll loop's cheaper step. The default polls once.
+     */
+    default int pollSpinning(Completions out, int spins) throws FabricException {
+        return poll(out);
+    }
+
     /** Arms the completion channel: the next completion will wake {@link #awaitNotification}. */
     void requestNotification() throws FabricException;
 

@@ -46,6 +46,11 @@ final class RdmaChannelImpl implements RdmaChannel {
     private final Outbox outbox = new Outbox();
     private final Reassembler reassembler;
     private final RecvList repost;
+    /**
+     * Consumed slots are reposted in groups of this many: one ibv_post_recv per group instead of one per frame. Safe
+     * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
+     */
+    private final int repostBatch;
 
     private volatile ChannelHandler handler;
     private volatile InetSocketAddress local;
@@ -128,6 +133,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.credits = new CreditWindow(config.creditThreshold());
         this.reassembler = new Reassembler(config.maxFrameSize(), RETAIN_REASSEMBLY_BYTES);
         this.repost = new RecvList(slots);
+        this.repostBatch = Math.max(1, Math.min(16, config.receiveSlots() / 8));
     }
 
     /** What this side offers the peer in the handshake. */
@@ -523,11 +529,14 @@ final class RdmaChannelImpl implements RdmaChannel {
                 postCalls);
     }
 
-    /** Receives posted right now; with no traffic in flight, every slot: none may leak. */
-    int receivesPosted() {
+    /**
+     * Receive slots posted right now plus those waiting for their group's repost; with no traffic in flight that is
+     * every slot: none may leak.
+     */
+    int receivesPostedOrAwaitingRepost() {
         lock.lock();
         try {
-            return receivesOutstanding;
+            return receivesOutstanding + repost.size();
         } finally {
             lock.unlock();
         }
@@ -795,7 +804,9 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             // CONNECTING counts too: the passive side hears "established" after the peer may already have sent,
             // and a slot not reposted would be a credit lost for good
-            if (!repost.isEmpty() && state.compareTo(State.CLOSING) <= 0) {
+            if (state.compareTo(State.CLOSING) > 0) {
+                repost.clear(); // tearing down: consumed slots stay unposted
+            } else if (repost.size() >= repostBatch) {
                 try {
                     qp.postRecv(repost);
                     receivesOutstanding += repost.size();
@@ -804,8 +815,8 @@ final class RdmaChannelImpl implements RdmaChannel {
                     failLocked(new FabricException("channel " + id + " (" + describe(remote)
                             + "): reposting receives failed: " + e.getMessage(), e));
                 }
+                repost.clear();
             }
-            repost.clear();
             progressLocked(System.nanoTime());
             notifyWritable = takeWritableOwed();
             notifyClosed = state == State.CLOSED && !closedNotified;

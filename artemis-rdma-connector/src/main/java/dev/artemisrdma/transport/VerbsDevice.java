@@ -131,6 +131,11 @@ final class VerbsDevice implements FabricDevice {
 
         @Override
         public int poll(Completions out) throws FabricException {
+            return pollSpinning(out, 1);
+        }
+
+        @Override
+        public int pollSpinning(Completions out, int spins) throws FabricException {
             if (buffer == null || buffer.capacity() < out.capacity()) {
                 if (buffer != null) {
                     buffer.close();
@@ -139,7 +144,7 @@ final class VerbsDevice implements FabricDevice {
             }
             out.clear();
             try {
-                int n = cq.poll(buffer);
+                int n = spins <= 1 ? cq.poll(buffer) : cq.pollSpinning(buffer, spins);
                 for (int i = 0; i < n; i++) {
                     out.add(buffer.wrId(i), buffer.status(i), buffer.opcode(i), buffer.byteLength(i),
                             buffer.qpNumber(i));

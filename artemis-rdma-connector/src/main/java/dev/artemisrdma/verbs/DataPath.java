@@ -28,6 +28,9 @@ final class DataPath {
     /** Returns the number of completions written to {@code wc}, or a negative value on error. */
     static native int ardma_poll_cq(long cq, int numEntries, long wc);
 
+    /** Like ardma_poll_cq, but retries in native code up to {@code spins} times while the queue is empty. */
+    static native int ardma_poll_cq_spin(long cq, int numEntries, long wc, int spins);
+
     static native int ardma_req_notify_cq(long cq, int solicitedOnly);
 
     static native int ardma_abi_count();

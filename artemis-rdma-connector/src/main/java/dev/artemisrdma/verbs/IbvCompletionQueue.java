@@ -74,6 +74,24 @@ public final class IbvCompletionQueue implements AutoCloseable {
         return n;
     }
 
+    /**
+     * Polls like {@link #poll}, but spins in native code up to {@code spins} times while the queue is empty: for
+     * busy-poll loops, where an empty poll through JNI costs more than the completion it waits for.
+     */
+    public int pollSpinning(WorkCompletions out, int spins) throws VerbsException {
+        checkOpen();
+        if (spins < 1) {
+            throw new IllegalArgumentException("spins must be positive");
+        }
+        int n = DataPath.ardma_poll_cq_spin(cq, out.capacity(), out.address(), spins);
+        if (n < 0) {
+            out.setCount(0);
+            throw new VerbsException("ibv_poll_cq", -n, "on a completion queue of " + device.name());
+        }
+        out.setCount(n);
+        return n;
+    }
+
     /** Arms the channel for the next completion (ibv_req_notify_cq); poll once more afterwards to close the race. */
     public void requestNotification() throws VerbsException {
         checkOpen();
