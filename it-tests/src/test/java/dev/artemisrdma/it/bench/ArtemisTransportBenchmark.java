@@ -39,9 +39,10 @@ public final class ArtemisTransportBenchmark {
     }
 
     public static void main(String[] args) throws Exception {
-        int messages = args.length > 0 ? Integer.parseInt(args[0]) : 50_000;
-        int rate = args.length > 1 ? Integer.parseInt(args[1]) : 2_000;
-        int seconds = args.length > 2 ? Integer.parseInt(args[2]) : 10;
+        // defaults sized for the Soft-RoCE lab (TCG, 2 vCPUs): 200 msg/s keeps both transports below saturation
+        int messages = args.length > 0 ? Integer.parseInt(args[0]) : 20_000;
+        int rate = args.length > 1 ? Integer.parseInt(args[1]) : 200;
+        int seconds = args.length > 2 ? Integer.parseInt(args[2]) : 15;
         String host = System.getenv().getOrDefault("RDMA_LAB_ADDR0", "10.77.0.1");
         List<Figures> results = new ArrayList<>();
         try (LabBroker broker = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), false, 61616);
