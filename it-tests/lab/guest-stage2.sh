@@ -89,6 +89,8 @@ mount --bind /run/lab/hosts /etc/hosts || true
 
 mark "soft-roce"
 # --- Soft-RoCE: two rxe devices over the two ends of a veth pair -----------
+# Jumbo frames, as RoCE fabrics are usually run: rxe then reports an active MTU of 4096 instead of 1024, so a
+# 1 KiB message plus any header is one packet, as on the hardware our users compare against.
 # Modules do not auto-load here; crc32_generic first or rxe fails to init crc32.
 modprobe crc32_generic || fail "modprobe crc32_generic failed (is /lib/modules/$(uname -r) there?)"
 modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
@@ -97,6 +99,8 @@ link set lo up
 link add v0 type veth peer name v1
 addr add 10.77.0.1/24 dev v0
 addr add 10.77.0.2/24 dev v1
+link set v0 mtu 9000
+link set v1 mtu 9000
 link set v0 up
 link set v1 up
 IPCMDS
