@@ -70,11 +70,6 @@ public final class IbvMemoryRegion implements AutoCloseable {
         return buffer;
     }
 
-    /** True when [address, address+length) lies inside this region. */
-    public boolean contains(long start, long bytes) {
-        return start >= address && bytes >= 0 && start + bytes <= address + length;
-    }
-
     public boolean isClosed() {
         return closed;
     }

@@ -76,11 +76,6 @@ final class NativeStruct implements AutoCloseable {
         return new Pointer(address).getInt(offset);
     }
 
-    static int readUnsignedByte(long address, long offset) {
-        requireNonNull(address, "struct");
-        return new Pointer(address).getByte(offset) & 0xff;
-    }
-
     static String readString(long address) {
         return address == 0 ? null : new Pointer(address).getString(0);
     }

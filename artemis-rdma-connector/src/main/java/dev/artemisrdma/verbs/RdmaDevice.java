@@ -1,7 +1,5 @@
 package dev.artemisrdma.verbs;
 
-import com.sun.jna.Pointer;
-
 /**
  * One RDMA device context (opened and owned by librdmacm) with a protection domain of ours, so memory can be
  * registered before any connection exists. Limits come from ibv_query_device / ibv_query_port, never constants.
@@ -118,6 +116,6 @@ public final class RdmaDevice implements AutoCloseable {
 
     @Override
     public String toString() {
-        return name + "(" + Long.toHexString(Pointer.nativeValue(new Pointer(context))) + ")";
+        return name + "(context 0x" + Long.toHexString(context) + ")";
     }
 }
