@@ -6,9 +6,14 @@ cp_file="$1"
 addr="${RDMA_LAB_ADDR1:-10.77.0.2}"
 out="${RDMA_LAB_RESULTS:-/tmp}"
 java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
-jvm=(-Xmx1g -XX:TieredStopAtLevel=1 -cp "$(cat "$cp_file")")
+# RDMAPERF_JVM_OPTS replaces the JVM options (word-split), e.g. "-XX:TieredStopAtLevel=1" to compare with C1 only
+read -r -a jvm_opts <<< "${RDMAPERF_JVM_OPTS:--Xmx1g}"
+jvm=("${jvm_opts[@]}" -cp "$(cat "$cp_file")")
+sizes=${SIZES:-64 1024 65536}
+modes=${MODES:-lat bw}
 port=18515
-lat_iters=${LAT_ITERS:-5000}
+lat_iters=${LAT_ITERS:-50000}
+warmup=${WARMUP:-10000} # round trips before measuring: the JIT (C2) compiles the data path meanwhile
 bw_iters=${BW_ITERS:-20000}
 
 # perftest: server in the background, client to it; prints the result row of the client
@@ -41,7 +46,7 @@ sleep 6
 rdmaperf() { # layer mode size iters: prints the RESULT line with min_us=... appended
   local all
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
-    --layer "$1" --mode "$2" --size "$3" --iters "$4" 2>>"$out/rdmaperf-client.log")"
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$warmup" 2>>"$out/rdmaperf-client.log")"
   echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)"
 }
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
@@ -51,7 +56,8 @@ table="$out/rdmaperf-table.txt"
   printf "%-8s %-5s | %12s %12s %12s | %10s %10s | %11s | %12s\n" size mode "ib_send_*" "verbs" "transport" \
     "verbs/ib" "trans/ib" "trans/verbs" "min: t/ib"
 } > "$table"
-for size in 64 1024 65536; do
+for size in $sizes; do
+  if [[ " $modes " == *" lat "* ]]; then
   ib="$(lat_row $size)"
   ib_typ="$(echo "$ib" | awk '{print $5}')"; ib_min="$(echo "$ib" | awk '{print $3}')"
   v="$(rdmaperf verbs lat $size $lat_iters)"; t="$(rdmaperf transport lat $size $lat_iters)"
@@ -60,6 +66,8 @@ for size in 64 1024 65536; do
   awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
     printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %11.2f | %5.2f (%s/%s)\n", s, "lat", ib, v, t,
       (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), (ibmin > 0 ? tmin / ibmin : 0), tmin, ibmin }' >> "$table"
+  fi
+  [[ " $modes " == *" bw "* ]] || continue
   bw="$(bw_row $size)"
   ib_mpps="$(echo "$bw" | awk '{print $5}')"
   v="$(rdmaperf verbs bw $size $bw_iters)"; t="$(rdmaperf transport bw $size $bw_iters)"

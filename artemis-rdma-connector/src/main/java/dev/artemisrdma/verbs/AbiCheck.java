@@ -25,10 +25,13 @@ final class AbiCheck {
 
     static List<String> mismatches() {
         List<String> mismatches = new ArrayList<>();
-        int count = DataPath.ardma_abi_count();
+        int count = ShimLibrary.ardma_abi_count();
+        if (DataPath.abiCount() != count) { // also binds the JNI data path, or fails saying why
+            mismatches.add("the JNI data path sees " + DataPath.abiCount() + " layout entries, JNA " + count);
+        }
         for (int i = 0; i < count; i++) {
-            String name = DataPath.ardma_abi_name(i);
-            long nativeValue = DataPath.ardma_abi_value(i);
+            String name = ShimLibrary.ardma_abi_name(i);
+            long nativeValue = ShimLibrary.ardma_abi_value(i);
             Long javaValue = javaValue(name);
             if (javaValue == null) {
                 mismatches.add(name + " unknown to Java");

@@ -65,7 +65,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
     /** Polls up to {@code out.capacity()} completions; returns how many. */
     public int poll(WorkCompletions out) throws VerbsException {
         checkOpen();
-        int n = DataPath.ardma_poll_cq(cq, out.capacity(), out.address());
+        int n = DataPath.pollCq(cq, out.capacity(), out.address());
         if (n < 0) {
             out.setCount(0);
             throw new VerbsException("ibv_poll_cq", -n, "on a completion queue of " + device.name());
@@ -83,7 +83,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
         if (spins < 1) {
             throw new IllegalArgumentException("spins must be positive");
         }
-        int n = DataPath.ardma_poll_cq_spin(cq, out.capacity(), out.address(), spins);
+        int n = DataPath.pollCqSpin(cq, out.capacity(), out.address(), spins);
         if (n < 0) {
             out.setCount(0);
             throw new VerbsException("ibv_poll_cq", -n, "on a completion queue of " + device.name());
@@ -95,7 +95,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
     /** Arms the channel for the next completion (ibv_req_notify_cq); poll once more afterwards to close the race. */
     public void requestNotification() throws VerbsException {
         checkOpen();
-        int rc = DataPath.ardma_req_notify_cq(cq, 0);
+        int rc = DataPath.reqNotifyCq(cq, 0);
         if (rc != 0) {
             throw new VerbsException("ibv_req_notify_cq", rc, "on " + device.name());
         }

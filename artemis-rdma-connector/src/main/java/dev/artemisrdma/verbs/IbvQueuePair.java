@@ -68,7 +68,7 @@ public final class IbvQueuePair {
             }
         }
         badWr.putLong(0, 0);
-        int rc = DataPath.ardma_post_send(qp, list.link(), badWr.address());
+        int rc = DataPath.postSend(qp, list.link(), badWr.address());
         if (rc != 0) {
             int failedAt = list.indexOf(badWr.getLong(0));
             int posted = failedAt < 0 ? 0 : failedAt;
@@ -91,7 +91,7 @@ public final class IbvQueuePair {
                     + caps.maxRecvWr());
         }
         badWr.putLong(0, 0);
-        int rc = DataPath.ardma_post_recv(qp, list.link(), badWr.address());
+        int rc = DataPath.postRecv(qp, list.link(), badWr.address());
         if (rc != 0) {
             int failedAt = list.indexOf(badWr.getLong(0));
             int posted = failedAt < 0 ? 0 : failedAt;

@@ -22,7 +22,7 @@ public final class Rdma {
             }
             touch(RdmaCm.LIBRARY);
             touch(IbVerbs.LIBRARY);
-            touch(DataPath.LIBRARY);
+            touch(ShimLibrary.LIBRARY);
             AbiCheck.verify();
             ready = true;
         }
