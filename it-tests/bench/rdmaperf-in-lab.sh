@@ -12,8 +12,8 @@ jvm=("${jvm_opts[@]}" -cp "$(cat "$cp_file")")
 sizes=${SIZES:-64 1024 65536}
 modes=${MODES:-lat bw}
 port=18515
-lat_iters=${LAT_ITERS:-50000}
-warmup=${WARMUP:-10000} # round trips before measuring: the JIT (C2) compiles the data path meanwhile
+lat_iters=${LAT_ITERS:-50000}   # for sizes up to 4 KiB; a tenth for larger ones, whose round trips take 50 times longer
+warmup=${WARMUP:-10000}         # round trips before measuring: the JIT (C2) compiles the data path meanwhile
 bw_iters=${BW_ITERS:-20000}
 
 # perftest: server in the background, client to it; prints the result row of the client
@@ -28,7 +28,8 @@ perftest() { # tool size iterations
   wait $server 2>/dev/null
   echo "$row"
 }
-lat_row() { perftest ib_send_lat "$1" "$lat_iters"; }   # bytes iters t_min t_max t_typical t_avg ...
+lat_iters_for() { if [ "$1" -le 4096 ]; then echo "$lat_iters"; else echo $((lat_iters / 10)); fi; }
+lat_row() { perftest ib_send_lat "$1" "$(lat_iters_for "$1")"; }   # bytes iters t_min t_max t_typical t_avg ...
 bw_row() { perftest ib_send_bw "$1" "$bw_iters"; }      # bytes iters bw_peak bw_avg msg_rate
 
 before="$(lat_row 64)"
@@ -44,9 +45,10 @@ server=$!
 sleep 6
 
 rdmaperf() { # layer mode size iters: prints the RESULT line with min_us=... appended
-  local all
+  local all w=$warmup
+  if [ "$4" -lt "$lat_iters" ] && [ "$2" = lat ]; then w=$((warmup / 10)); fi
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
-    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$warmup" 2>>"$out/rdmaperf-client.log")"
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" 2>>"$out/rdmaperf-client.log")"
   echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)"
 }
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
@@ -60,7 +62,8 @@ for size in $sizes; do
   if [[ " $modes " == *" lat "* ]]; then
   ib="$(lat_row $size)"
   ib_typ="$(echo "$ib" | awk '{print $5}')"; ib_min="$(echo "$ib" | awk '{print $3}')"
-  v="$(rdmaperf verbs lat $size $lat_iters)"; t="$(rdmaperf transport lat $size $lat_iters)"
+  n="$(lat_iters_for $size)"
+  v="$(rdmaperf verbs lat $size $n)"; t="$(rdmaperf transport lat $size $n)"
   echo "$v"; echo "$t"
   v50="$(field "$v" p50_us)"; t50="$(field "$t" p50_us)"; tmin="$(field "$t" min_us)"
   awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
