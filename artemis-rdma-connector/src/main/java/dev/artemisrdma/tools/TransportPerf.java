@@ -13,6 +13,8 @@ import org.HdrHistogram.Histogram;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -32,10 +34,22 @@ final class TransportPerf {
     private TransportPerf() {
     }
 
-    /** The configuration both ends use: the defaults, with a busy-poll window as long as ib_send_lat's spin. */
+    private static final String CONFIG_PROPERTY_PREFIX = "rdmaperf.transport.";
+
+    /**
+     * The configuration each end uses: the defaults with a busy-poll window as long as ib_send_lat's spin, then any
+     * transport parameter given as a system property {@code rdmaperf.transport.KEY} (as ib_send_bw's -r and -t:
+     * {@code -Drdmaperf.transport.receiveSlots=512}). Unknown keys are refused by name.
+     */
     static TransportConfig config() {
-        return TransportConfig.defaults().toBuilder().busyPollMicros(Long.getLong("rdmaperf.busyPollMicros", 2000))
-                .build();
+        Map<String, String> values = new HashMap<>();
+        values.put("busyPollMicros", System.getProperty("rdmaperf.busyPollMicros", "2000"));
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith(CONFIG_PROPERTY_PREFIX)) {
+                values.put(name.substring(CONFIG_PROPERTY_PREFIX.length()), System.getProperty(name));
+            }
+        }
+        return TransportConfig.fromMap(values);
     }
 
     // ---------------------------------------------------------------- server

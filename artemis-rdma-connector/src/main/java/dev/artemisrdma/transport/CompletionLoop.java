@@ -24,7 +24,7 @@ final class CompletionLoop implements Runnable {
     private static final Logger LOG = LoggerFactory.getLogger(CompletionLoop.class);
     private static final int BATCH = 64;
     /** Empty polls retried in native code per busy-poll step: one JNI transition per completion, not per poll. */
-    private static final int NATIVE_SPINS = 128;
+    private static final int NATIVE_SPINS = 1024;
     private static final long AWAIT_MILLIS = 100;
     private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
@@ -168,7 +168,6 @@ final class CompletionLoop implements Runnable {
                         idleSince = now;
                     }
                     if (now - idleSince < busyPollNanos) {
-                        Thread.onSpinWait();
                         continue;
                     }
                 }
