@@ -130,10 +130,22 @@ final class RdmaChannelImpl implements RdmaChannel {
         // one receive beyond the credits offered: the reserve that lets the last credit always return credit
         this.slots = config.receiveSlots() + 1;
         this.slotSize = config.slotSize();
-        this.credits = new CreditWindow(config.creditThreshold());
+        this.repostBatch = Math.max(1, Math.min(16, config.receiveSlots() / 8));
+        this.credits = new CreditWindow(effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(),
+                repostBatch));
         this.reassembler = new Reassembler(config.maxFrameSize(), RETAIN_REASSEMBLY_BYTES);
         this.repost = new RecvList(slots);
-        this.repostBatch = Math.max(1, Math.min(16, config.receiveSlots() / 8));
+    }
+
+    /**
+     * The credit threshold in force: at most {@code receiveSlots - repostBatch}. When a one-way sender is down to its
+     * last credit (which it may spend only on a frame that returns credit) and has received everything, the receiver
+     * holds the other receiveSlots credits: fewer than repostBatch as consumed slots awaiting their repost, the rest
+     * reposted and owed. Unless the owed ones alone reach the threshold, no credit frame would ever go and both
+     * sides would wait for each other forever.
+     */
+    static int effectiveCreditThreshold(int receiveSlots, int creditThreshold, int repostBatch) {
+        return Math.max(1, Math.min(creditThreshold, receiveSlots - repostBatch));
     }
 
     /** What this side offers the peer in the handshake. */

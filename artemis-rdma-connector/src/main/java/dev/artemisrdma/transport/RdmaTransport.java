@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -159,22 +160,37 @@ public final class RdmaTransport implements AutoCloseable {
         return resources(device).pool;
     }
 
-    /** Finds a completion loop on {@code device} with room for a channel of {@code entries}. */
+    /**
+     * Finds a completion loop on {@code device} with room for a channel of {@code entries}, the least loaded first.
+     * When every queue is full another loop (thread and queue) is added: a completion queue holds a bounded number
+     * of connections, and a broker must not refuse clients because its first queues filled up.
+     */
     CompletionLoop.Assignment assignLoop(FabricDevice device, RdmaChannelImpl channel, int entries)
             throws FabricException {
         checkOpen();
         DeviceResources res = resources(device);
-        CompletionLoop[] byLoad = res.loops.clone();
-        java.util.Arrays.sort(byLoad, java.util.Comparator.comparingInt(CompletionLoop::load));
-        for (CompletionLoop loop : byLoad) {
-            int index = loop.register(channel, entries);
-            if (index >= 0) {
-                return new CompletionLoop.Assignment(loop, index);
-            }
+        CompletionLoop.Assignment found = res.tryAssign(channel, entries);
+        if (found != null) {
+            return found;
         }
-        throw new FabricException("no completion queue on " + device.name() + " has room for another connection ("
-                + entries + " entries each, " + config.completionQueueEntries() + " per queue, "
-                + config.completionThreads() + " threads): raise completionQueueEntries or completionThreads");
+        synchronized (res) {
+            found = res.tryAssign(channel, entries); // another thread may have added a loop meanwhile
+            if (found != null) {
+                return found;
+            }
+            checkOpen();
+            CompletionLoop added = res.addLoop();
+            int index = added.register(channel, entries);
+            if (index < 0) {
+                throw new FabricException("a connection needs " + entries + " completion queue entries, more than one "
+                        + "queue on " + device.name() + " holds (completionQueueEntries " + config.completionQueueEntries()
+                        + (device.limits() == null ? "" : ", device maximum " + device.limits().maxCqe())
+                        + "): lower receiveSlots or sendQueueDepth");
+            }
+            LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
+                    device.name(), channels.size(), added);
+            return new CompletionLoop.Assignment(added, index);
+        }
     }
 
     private DeviceResources resources(FabricDevice device) {
@@ -241,17 +257,42 @@ public final class RdmaTransport implements AutoCloseable {
         return (a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString()) + ":" + a.getPort();
     }
 
-    /** What the transport holds per device. */
+    /** What the transport holds per device: its send buffer pool and completion loops (more are added as needed). */
     private static final class DeviceResources {
+        final FabricDevice device;
+        final String transportName;
+        final TransportConfig config;
         final BufferPool pool;
-        final CompletionLoop[] loops;
+        final List<CompletionLoop> loops = new CopyOnWriteArrayList<>();
 
         DeviceResources(FabricDevice device, String transportName, TransportConfig config) {
+            this.device = device;
+            this.transportName = transportName;
+            this.config = config;
             pool = new BufferPool(device);
-            loops = new CompletionLoop[config.completionThreads()];
-            for (int i = 0; i < loops.length; i++) {
-                loops[i] = new CompletionLoop(transportName + "-" + device.name() + "-cq" + i, device, config);
+            for (int i = 0; i < config.completionThreads(); i++) {
+                addLoop();
             }
+        }
+
+        CompletionLoop addLoop() {
+            CompletionLoop loop = new CompletionLoop(transportName + "-" + device.name() + "-cq" + loops.size(), device,
+                    config);
+            loops.add(loop);
+            return loop;
+        }
+
+        /** Registers with the least loaded loop that has room; null when none has. */
+        CompletionLoop.Assignment tryAssign(RdmaChannelImpl channel, int entries) throws FabricException {
+            List<CompletionLoop> byLoad = new ArrayList<>(loops);
+            byLoad.sort(java.util.Comparator.comparingInt(CompletionLoop::load));
+            for (CompletionLoop loop : byLoad) {
+                int index = loop.register(channel, entries);
+                if (index >= 0) {
+                    return new CompletionLoop.Assignment(loop, index);
+                }
+            }
+            return null;
         }
     }
 }

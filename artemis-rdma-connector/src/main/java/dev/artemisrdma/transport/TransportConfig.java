@@ -14,14 +14,18 @@ import java.util.TreeSet;
  *                               posted as the reserve that lets the last credit carry credit back)
  * @param slotSize               bytes per receive slot; larger frames are fragmented
  * @param maxFrameSize           largest frame accepted or written
- * @param creditThreshold        unreturned credits that trigger an explicit credit frame when no data carries them
+ * @param creditThreshold        unreturned credits that trigger an explicit credit frame when no data carries them;
+ *                               capped at receiveSlots minus the repost group (receiveSlots/8, 1..16), below which
+ *                               a one-way sender at its last credit would wait forever
  * @param sendQueueDepth         send work requests outstanding per connection at most (the send budget)
  * @param signalInterval         at most this many sends in a row go unsignaled
  * @param maxInlineData          inline bytes asked of the queue pair; 0 disables inline sends
  * @param writeHighWaterMark     queued bytes above which a channel reports itself not writable
  * @param busyPollMicros         how long a completion loop spins before blocking; 0 = block at once
- * @param completionThreads      completion loop threads per device
- * @param completionQueueEntries entries of each loop's completion queue (capped by the device)
+ * @param completionThreads      completion loop threads per device to start with; another is added whenever every
+ *                               loop's queue is full
+ * @param completionQueueEntries entries of each loop's completion queue (capped by the device); each connection
+ *                               reserves receiveSlots + sendQueueDepth of them
  * @param rnrRetryCount          how the peer's sends are retried when no receive is posted (7 = forever; a
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
  * @param retryCount             transport retries on packet loss

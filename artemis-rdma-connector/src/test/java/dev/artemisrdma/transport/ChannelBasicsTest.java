@@ -34,4 +34,29 @@ class ChannelBasicsTest {
                     String.valueOf(peerCause));
         }
     }
+
+    @Test
+    void oneWayTrafficFlowsWithTheHighestCreditThreshold() throws Exception {
+        // creditThreshold = receiveSlots: owed credit never reaches it while some consumed slots wait for their
+        // grouped repost, so the effective threshold is lower; otherwise this stalls at the sender's last credit
+        TransportConfig config = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(64)
+                .creditThreshold(64).slotSize(1024).sendQueueDepth(2).build();
+        try (Connection c = new Connection(config, config)) {
+            for (int i = 0; i < 300; i++) {
+                c.client.write(ByteBuffer.wrap(Peers.payload(2, i, 1 + i % 900)), true);
+            }
+            Peers.await("frames", 10_000, () -> c.serverSide.count() == 300);
+            for (int i = 0; i < 300; i++) {
+                assertEquals(Peers.crc(Peers.payload(2, i, 1 + i % 900)), c.serverSide.crcs.get(i));
+            }
+        }
+    }
+
+    @Test
+    void creditThresholdLeavesRoomForGroupedReposts() {
+        assertEquals(56, RdmaChannelImpl.effectiveCreditThreshold(64, 64, 8));
+        assertEquals(16, RdmaChannelImpl.effectiveCreditThreshold(64, 16, 8));
+        assertEquals(1, RdmaChannelImpl.effectiveCreditThreshold(1, 1, 1));
+        assertEquals(1, RdmaChannelImpl.effectiveCreditThreshold(2, 2, 1));
+    }
 }

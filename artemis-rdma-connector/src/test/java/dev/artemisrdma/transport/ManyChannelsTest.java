@@ -75,4 +75,48 @@ class ManyChannelsTest {
         fabric.assertNoViolations();
         fabric.close();
     }
+
+    @Test
+    void fullCompletionQueuesAddLoopsInsteadOfRefusingConnections() throws Exception {
+        // about 33 entries per channel and 64 per queue: one channel per completion queue
+        TransportConfig config = TransportConfig.builder().completionThreads(1).completionQueueEntries(64)
+                .receiveSlots(8).slotSize(512).sendQueueDepth(24).rnrRetryCount(0).busyPollMicros(0).build();
+        FakeFabric fabric = new FakeFabric();
+        Set<String> serverLoops = ConcurrentHashMap.newKeySet();
+        Map<String, Peers.Recorder> serverSides = new ConcurrentHashMap<>();
+        try (RdmaTransport server = RdmaTransport.create(fabric, config);
+             RdmaTransport client = RdmaTransport.create(fabric, config)) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder() {
+                    @Override
+                    public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+                        serverLoops.add(Thread.currentThread().getName());
+                        super.onFrame(channel, frame);
+                    }
+                };
+                serverSides.put(ch.remoteAddress().toString(), r);
+                return r;
+            });
+            List<RdmaChannel> channels = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                channels.add(client.connect(s.localAddress(), new Peers.Recorder()));
+            }
+            for (int i = 0; i < channels.size(); i++) {
+                channels.get(i).write(ByteBuffer.wrap(Peers.payload(i, 0, 300)), true);
+            }
+            for (int i = 0; i < channels.size(); i++) {
+                Peers.Recorder r = serverSides.get(channels.get(i).localAddress().toString());
+                Peers.await("frame of channel " + i, 10_000, () -> r.count() == 1);
+                assertEquals(Peers.crc(Peers.payload(i, 0, 300)), r.crcs.get(0));
+            }
+            assertEquals(4, serverLoops.size(), "each channel on a loop of its own: " + serverLoops);
+            assertEquals(4, server.channelCount());
+            assertEquals(4, client.channelCount());
+        }
+        assertEquals(0, fabric.liveQueuePairs());
+        assertEquals(0, fabric.liveCompletionQueues());
+        assertEquals(0, fabric.liveMemoryRegions());
+        fabric.assertNoViolations();
+        fabric.close();
+    }
 }

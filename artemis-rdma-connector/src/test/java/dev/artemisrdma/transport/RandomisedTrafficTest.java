@@ -111,8 +111,15 @@ class RandomisedTrafficTest {
             a.check();
             b.check();
             c.serverChannel.setAutoRead(true);
-            Peers.await("frames to server", 30_000, () -> c.serverSide.count() == toServer.length);
-            Peers.await("frames to client", 30_000, () -> c.clientSide.count() == toClient.length);
+            try {
+                Peers.await("frames to server", 30_000, () -> c.serverSide.count() == toServer.length);
+                Peers.await("frames to client", 30_000, () -> c.clientSide.count() == toClient.length);
+            } catch (AssertionError e) {
+                throw new AssertionError(e.getMessage() + ": " + c.serverSide.count() + " of " + toServer.length
+                        + " to the server, " + c.clientSide.count() + " of " + toClient.length + " to the client; client "
+                        + ((RdmaChannelImpl) c.client).debugState() + " " + clientConfig + "; server "
+                        + ((RdmaChannelImpl) c.serverChannel).debugState() + " " + serverConfig, e);
+            }
             assertEquals(expected(seed, toServer), c.serverSide.crcs, "frames to the server, in order");
             assertEquals(expected(seed + 1, toClient), c.clientSide.crcs, "frames to the client, in order");
             assertEquals(List.of(), c.serverSide.threadViolations);
