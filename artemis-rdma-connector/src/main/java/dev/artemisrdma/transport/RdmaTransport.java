@@ -182,10 +182,13 @@ public final class RdmaTransport implements AutoCloseable {
             CompletionLoop added = res.addLoop();
             int index = added.register(channel, entries);
             if (index < 0) {
-                throw new FabricException("a connection needs " + entries + " completion queue entries, more than one "
-                        + "queue on " + device.name() + " holds (completionQueueEntries " + config.completionQueueEntries()
+                res.loops.remove(added);
+                added.stop();
+                throw new FabricException("no completion queue has room for a connection: it needs " + entries
+                        + " completion queue entries, more than one queue on " + device.name() + " holds "
+                        + "(completionQueueEntries " + config.completionQueueEntries()
                         + (device.limits() == null ? "" : ", device maximum " + device.limits().maxCqe())
-                        + "): lower receiveSlots or sendQueueDepth");
+                        + "): raise completionQueueEntries, or lower receiveSlots or sendQueueDepth");
             }
             LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
                     device.name(), channels.size(), added);

@@ -107,13 +107,13 @@ class ChannelFailureTest {
     }
 
     @Test
-    void aFullCompletionQueueRefusesTheConnectionWithAReason() throws Exception {
+    void aConnectionBiggerThanACompletionQueueIsRefusedWithAReason() throws Exception {
         TransportConfig tiny = strict().toBuilder().sendQueueDepth(32).completionQueueEntries(64).build();
         try (Connection c = new Connection(tiny, strict())) {
             FabricException e = assertThrows(FabricException.class,
                     () -> c.clientTransport.connect(c.server.localAddress(), new Peers.Recorder()));
-            assertTrue(e.getMessage().contains("no completion queue") && e.getMessage().contains("has room"),
-                    e.getMessage());
+            assertTrue(e.getMessage().contains("no completion queue has room") && e.getMessage().contains("needs 97")
+                    && e.getMessage().contains("raise completionQueueEntries"), e.getMessage());
             c.client.write(ByteBuffer.wrap(new byte[] {1}), true);
             Peers.await("frame", 5000, () -> c.serverSide.count() == 1);
         }
