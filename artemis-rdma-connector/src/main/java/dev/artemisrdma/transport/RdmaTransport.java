@@ -184,11 +184,14 @@ public final class RdmaTransport implements AutoCloseable {
             if (index < 0) {
                 res.loops.remove(added);
                 added.stop();
+                boolean deviceCapped = device.limits() != null && device.limits().maxCqe() > 0
+                        && device.limits().maxCqe() < config.completionQueueEntries();
                 throw new FabricException("no completion queue has room for a connection: it needs " + entries
-                        + " completion queue entries, more than one queue on " + device.name() + " holds "
-                        + "(completionQueueEntries " + config.completionQueueEntries()
-                        + (device.limits() == null ? "" : ", device maximum " + device.limits().maxCqe())
-                        + "): raise completionQueueEntries, or lower receiveSlots or sendQueueDepth");
+                        + " completion queue entries, more than one queue on " + device.name() + " holds ("
+                        + (deviceCapped ? "the device's maximum is " + device.limits().maxCqe() + "): lower "
+                                : "completionQueueEntries " + config.completionQueueEntries()
+                                        + "): raise completionQueueEntries, or lower ")
+                        + "receiveSlots or sendQueueDepth");
             }
             LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
                     device.name(), channels.size(), added);

@@ -108,15 +108,21 @@ class ChannelFailureTest {
 
     @Test
     void aConnectionBiggerThanACompletionQueueIsRefusedWithAReason() throws Exception {
-        TransportConfig tiny = strict().toBuilder().sendQueueDepth(32).completionQueueEntries(64).build();
-        try (Connection c = new Connection(tiny, strict())) {
+        // the device caps completion queues at 127 entries; a connection reserves its 65 receives and its sends
+        FakeFabric small = new FakeFabric(new FakeFabric.Limits(16384, 32, 127, 256, false));
+        try (RdmaTransport server = RdmaTransport.create(small, strict());
+             RdmaTransport client = RdmaTransport.create(small, strict())) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
             FabricException e = assertThrows(FabricException.class,
-                    () -> c.clientTransport.connect(c.server.localAddress(), new Peers.Recorder()));
-            assertTrue(e.getMessage().contains("no completion queue has room") && e.getMessage().contains("needs 97")
-                    && e.getMessage().contains("raise completionQueueEntries"), e.getMessage());
-            c.client.write(ByteBuffer.wrap(new byte[] {1}), true);
-            Peers.await("frame", 5000, () -> c.serverSide.count() == 1);
+                    () -> client.connect(s.localAddress(), new Peers.Recorder()));
+            assertTrue(e.getMessage().contains("no completion queue has room")
+                    && e.getMessage().contains("the device's maximum is 127): lower receiveSlots or sendQueueDepth"),
+                    e.getMessage());
         }
+        assertEquals(0, small.liveQueuePairs());
+        assertEquals(0, small.liveCompletionQueues());
+        small.assertNoViolations();
+        small.close();
     }
 
     @Test
