@@ -98,7 +98,8 @@ final class VerbsConnector {
 
     private synchronized void onEvent(CmEvent event) {
         if (result.isDone()) {
-            if (qp != null && result.isDone() && !result.isCancelled() && !result.isCompletedExceptionally()) {
+            // connected: later events (disconnect, device removal) belong to the queue pair
+            if (qp != null && !result.isCancelled() && !result.isCompletedExceptionally()) {
                 qp.onEvent(event);
             }
             return;
