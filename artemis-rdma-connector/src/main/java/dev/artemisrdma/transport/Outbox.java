@@ -20,7 +20,8 @@ final class Outbox {
             frames = bigger;
             head = 0;
         }
-        frames[(head + size) % frames.length] = frame;
+        int tail = head + size;
+        frames[tail < frames.length ? tail : tail - frames.length] = frame;
         size++;
         queuedBytes += frame.frameLength;
     }
@@ -33,7 +34,7 @@ final class Outbox {
     PooledBuffer remove() {
         PooledBuffer f = frames[head];
         frames[head] = null;
-        head = (head + 1) % frames.length;
+        head = head + 1 == frames.length ? 0 : head + 1;
         size--;
         return f;
     }

@@ -22,6 +22,10 @@ final class SendRing {
     private final boolean[] signaled;
     private long posted;
     private long retired;
+    /** posted % capacity and retired % capacity, kept as they advance: a division costs more than a frame's
+     * bookkeeping where integer division is emulated (the lab) and is never free. */
+    private int postSlot;
+    private int retireSlot;
     private int unsignaledRun;
     private int signaledOutstanding;
 
@@ -55,7 +59,7 @@ final class SendRing {
 
     /** The slot the next request will take. */
     int nextSlot() {
-        return (int) (posted % capacity);
+        return postSlot;
     }
 
     /**
@@ -66,8 +70,9 @@ final class SendRing {
         if (free() == 0) {
             throw new IllegalStateException("send budget exhausted");
         }
-        int slot = nextSlot();
+        int slot = postSlot;
         posted++;
+        postSlot = next(slot);
         boolean signal = forceSignal || ++unsignaledRun >= interval || free() < lowWater;
         if (signal) {
             unsignaledRun = 0;
@@ -84,7 +89,8 @@ final class SendRing {
      */
     void unclaimLast() {
         posted--;
-        int slot = (int) (posted % capacity);
+        int slot = postSlot == 0 ? capacity - 1 : postSlot - 1;
+        postSlot = slot;
         if (signaled[slot]) {
             signaledOutstanding--;
         }
@@ -98,13 +104,13 @@ final class SendRing {
      */
     int retireThrough(int slot) {
         int outstanding = outstanding();
-        int distance = (int) ((slot - retired % capacity + capacity) % capacity);
-        if (distance >= outstanding) {
+        int distance = slot >= retireSlot ? slot - retireSlot : slot - retireSlot + capacity;
+        if (slot < 0 || slot >= capacity || distance >= outstanding) {
             return 0;
         }
         for (int i = 0; i <= distance; i++) {
-            int s = (int) (retired % capacity);
-            retire(s);
+            retire(retireSlot);
+            retireSlot = next(retireSlot);
             retired++;
         }
         return distance + 1;
@@ -113,9 +119,14 @@ final class SendRing {
     /** Releases what every remaining request held; only once the queue pair is destroyed. */
     void retireAll() {
         while (retired < posted) {
-            retire((int) (retired % capacity));
+            retire(retireSlot);
+            retireSlot = next(retireSlot);
             retired++;
         }
+    }
+
+    private int next(int slot) {
+        return slot + 1 == capacity ? 0 : slot + 1;
     }
 
     private void retire(int s) {
