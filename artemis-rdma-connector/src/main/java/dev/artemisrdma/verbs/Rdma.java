@@ -23,6 +23,7 @@ public final class Rdma {
             touch(RdmaCm.LIBRARY);
             touch(IbVerbs.LIBRARY);
             touch(ShimLibrary.LIBRARY);
+            ShimLibrary.registerDataPath(); // here, so a failure is our exception, not an ExceptionInInitializerError
             AbiCheck.verify();
             ready = true;
         }
