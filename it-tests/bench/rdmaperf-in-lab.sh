@@ -11,7 +11,7 @@ read -r -a jvm_opts <<< "${RDMAPERF_JVM_OPTS:--Xmx1g}"
 jvm=("${jvm_opts[@]}" -cp "$(cat "$cp_file")")
 sizes=${SIZES:-64 1024 65536}
 modes=${MODES:-lat bw}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 port=18515
 lat_iters=${LAT_ITERS:-50000}   # for sizes up to 4 KiB; a tenth for larger ones, whose round trips take 50 times longer
 warmup=${WARMUP:-10000}         # round trips before measuring: the JIT (C2) compiles the data path meanwhile
