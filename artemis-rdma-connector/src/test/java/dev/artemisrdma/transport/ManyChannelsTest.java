@@ -24,22 +24,13 @@ class ManyChannelsTest {
         Set<String> loopThreads = ConcurrentHashMap.newKeySet();
         try (RdmaTransport server = RdmaTransport.create(fabric, config);
              RdmaTransport client = RdmaTransport.create(fabric, config)) {
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                Peers.Recorder r = new Peers.Recorder() {
-                    @Override
-                    public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-                        loopThreads.add(Thread.currentThread().getName());
-                        super.onFrame(channel, frame);
-                    }
-                };
-                serverSides.put(ch.remoteAddress().toString(), r);
+            RdmaServer s = listenRecordingLoops(server, serverSides, loopThreads, ch -> {
                 try {
                     // written before the connection is established: queued, then sent in order
                     ch.write(ByteBuffer.wrap("hello".getBytes()), true);
                 } catch (FabricException e) {
                     throw new IllegalStateException(e);
                 }
-                return r;
             });
             List<RdmaChannel> channels = new ArrayList<>();
             List<Peers.Recorder> clientSides = new ArrayList<>();
@@ -86,17 +77,7 @@ class ManyChannelsTest {
         Map<String, Peers.Recorder> serverSides = new ConcurrentHashMap<>();
         try (RdmaTransport server = RdmaTransport.create(fabric, config);
              RdmaTransport client = RdmaTransport.create(fabric, config)) {
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                Peers.Recorder r = new Peers.Recorder() {
-                    @Override
-                    public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-                        serverLoops.add(Thread.currentThread().getName());
-                        super.onFrame(channel, frame);
-                    }
-                };
-                serverSides.put(ch.remoteAddress().toString(), r);
-                return r;
-            });
+            RdmaServer s = listenRecordingLoops(server, serverSides, serverLoops, ch -> { });
             List<RdmaChannel> channels = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
                 channels.add(client.connect(s.localAddress(), new Peers.Recorder()));
@@ -118,5 +99,22 @@ class ManyChannelsTest {
         assertEquals(0, fabric.liveMemoryRegions());
         fabric.assertNoViolations();
         fabric.close();
+    }
+
+    /** A server whose channels record their frames and the loop threads that deliver them. */
+    private static RdmaServer listenRecordingLoops(RdmaTransport server, Map<String, Peers.Recorder> sides,
+            Set<String> loopThreads, java.util.function.Consumer<RdmaChannel> onAccept) throws FabricException {
+        return server.listen(Peers.serverAddress(), ch -> {
+            Peers.Recorder r = new Peers.Recorder() {
+                @Override
+                public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+                    loopThreads.add(Thread.currentThread().getName());
+                    super.onFrame(channel, frame);
+                }
+            };
+            sides.put(ch.remoteAddress().toString(), r);
+            onAccept.accept(ch);
+            return r;
+        });
     }
 }
