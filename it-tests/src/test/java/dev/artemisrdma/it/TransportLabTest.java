@@ -24,9 +24,12 @@ import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.zip.CRC32;
@@ -48,10 +51,12 @@ class TransportLabTest {
     private static final class Recorder implements ChannelHandler {
         final List<long[]> frames = Collections.synchronizedList(new ArrayList<>());
         final AtomicReference<FabricException> closedCause = new AtomicReference<>();
+        final Set<String> loopThreads = ConcurrentHashMap.newKeySet();
         volatile boolean closed;
 
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            loopThreads.add(Thread.currentThread().getName());
             CRC32 crc = new CRC32();
             int size = frame.remaining();
             crc.update(frame);
@@ -249,6 +254,41 @@ class TransportLabTest {
             RdmaResources after = RdmaResources.awaitEqual(before, 20_000);
             assertEquals(before, after, "rdma resource show counts return to where they started, round " + round);
         }
+    }
+
+    @Test
+    void fullCompletionQueuesAddLoopsAndEverythingIsReleased() throws Exception {
+        RdmaResources before = RdmaResources.afterWarmUp();
+        // 9 receives + 8 sends reserved per connection in queues of about 64 entries: a handful of connections each
+        TransportConfig config = strict(8, 4096).toBuilder().sendQueueDepth(8).completionQueueEntries(64).build();
+        List<Recorder> atServer = Collections.synchronizedList(new ArrayList<>());
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport serverTransport = RdmaTransport.create(fabric, config);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, config)) {
+            RdmaServer server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), channel -> {
+                Recorder r = new Recorder();
+                atServer.add(r);
+                return r;
+            });
+            List<RdmaChannel> clients = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                clients.add(clientTransport.connect(server.localAddress(), new Recorder()));
+            }
+            for (int i = 0; i < clients.size(); i++) {
+                clients.get(i).write(ByteBuffer.wrap(payload(i, 0, 1000)), true);
+            }
+            assertEquals(16, atServer.size());
+            Set<String> loops = new HashSet<>();
+            for (Recorder r : atServer) {
+                awaitFrames(r, 1, 30);
+                assertEquals(1, r.frames.size(), "every connection delivers");
+                loops.addAll(r.loopThreads);
+            }
+            assertTrue(loops.size() >= 2, "16 connections cannot share one small completion queue: " + loops);
+            assertEquals(16, serverTransport.channelCount());
+        }
+        RdmaResources after = RdmaResources.awaitEqual(before, 20_000);
+        assertEquals(before, after, "rdma resource show counts return to where they started");
     }
 
     private static void sendUnchecked(RdmaChannel channel, long seed, int[] sizes) {
