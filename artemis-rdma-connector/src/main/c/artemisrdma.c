@@ -1,7 +1,7 @@
 /*
  * The data-path verbs of libibverbs are static inline functions that jump through the provider's
- * struct ibv_context_ops; they have no exported symbol. This shim gives each one an entry point that Java
- * call it through JNI; the set-up helpers (the ABI table, the registration itself) are called through JNA.
+ * struct ibv_context_ops; they have no exported symbol. This shim gives each one a JNI entry point; the set-up
+ * helpers (the ABI table, the registration of those entry points) are called through JNA.
  *
  * Every function takes raw addresses: the Java side validates them (non-null, owned, still open) before the call.
  * Nothing here allocates, blocks, or keeps state.

@@ -184,19 +184,24 @@ public final class RdmaTransport implements AutoCloseable {
             if (index < 0) {
                 res.loops.remove(added);
                 added.stop();
-                boolean deviceCapped = device.limits() != null && device.limits().maxCqe() > 0
-                        && device.limits().maxCqe() < config.completionQueueEntries();
                 throw new FabricException("no completion queue has room for a connection: it needs " + entries
-                        + " completion queue entries, more than one queue on " + device.name() + " holds ("
-                        + (deviceCapped ? "the device's maximum is " + device.limits().maxCqe() + "): lower "
-                                : "completionQueueEntries " + config.completionQueueEntries()
-                                        + "): raise completionQueueEntries, or lower ")
-                        + "receiveSlots or sendQueueDepth");
+                        + " completion queue entries, more than one queue on " + device.name() + " holds"
+                        + queueLimitAdvice(device));
             }
             LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
                     device.name(), channels.size(), added);
             return new CompletionLoop.Assignment(added, index);
         }
+    }
+
+    /** What bounds a completion queue on {@code device}, and what to change: " (limit): advice". */
+    private String queueLimitAdvice(FabricDevice device) {
+        int deviceMax = device.limits() == null ? 0 : device.limits().maxCqe();
+        if (deviceMax > 0 && deviceMax < config.completionQueueEntries()) {
+            return " (the device's maximum is " + deviceMax + "): lower receiveSlots or sendQueueDepth";
+        }
+        return " (completionQueueEntries " + config.completionQueueEntries()
+                + "): raise completionQueueEntries, or lower receiveSlots or sendQueueDepth";
     }
 
     private DeviceResources resources(FabricDevice device) {

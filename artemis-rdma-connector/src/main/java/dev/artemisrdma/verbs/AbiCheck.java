@@ -26,8 +26,9 @@ final class AbiCheck {
     static List<String> mismatches() {
         List<String> mismatches = new ArrayList<>();
         int count = ShimLibrary.ardma_abi_count();
-        if (DataPath.abiCount() != count) { // also binds the JNI data path, or fails saying why
-            mismatches.add("the JNI data path sees " + DataPath.abiCount() + " layout entries, JNA " + count);
+        int throughJni = DataPath.abiCount(); // proves the JNI data path is bound to this very shim
+        if (throughJni != count) {
+            mismatches.add("the JNI data path sees " + throughJni + " layout entries, JNA " + count);
         }
         for (int i = 0; i < count; i++) {
             String name = ShimLibrary.ardma_abi_name(i);

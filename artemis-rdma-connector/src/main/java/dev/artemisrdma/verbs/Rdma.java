@@ -23,7 +23,8 @@ public final class Rdma {
             touch(RdmaCm.LIBRARY);
             touch(IbVerbs.LIBRARY);
             touch(ShimLibrary.LIBRARY);
-            ShimLibrary.registerDataPath(); // here, so a failure is our exception, not an ExceptionInInitializerError
+            ShimLibrary.registerDataPath(); // before DataPath's initialiser: a failure is then ours, not an
+                                            // ExceptionInInitializerError
             AbiCheck.verify();
             ready = true;
         }

@@ -29,8 +29,16 @@ final class ShimLibrary {
     /** Binds the JNI natives of the class named (slash-separated), found through this class's loader; 0 on success. */
     static native int ardma_register_natives(JNIEnv env, String className);
 
-    /** Registers {@link DataPath}'s natives, or says why it cannot. */
-    static void registerDataPath() {
+    private static volatile boolean dataPathRegistered;
+
+    /**
+     * Registers {@link DataPath}'s natives once, or says why it cannot. Start-up calls it first, so a failure is this
+     * exception; DataPath's initialiser calls it again (a no-op then) for code that reaches DataPath directly.
+     */
+    static synchronized void registerDataPath() {
+        if (dataPathRegistered) {
+            return;
+        }
         String name = DataPath.class.getName().replace('.', '/');
         int rc = ardma_register_natives(JNIEnv.CURRENT, name);
         if (rc != 0) {
@@ -38,5 +46,6 @@ final class ShimLibrary {
                     + DataPath.class.getName() + " (" + (rc == -1 ? "class not found" : "RegisterNatives failed")
                     + "): the connector jar and its native shim come from different builds", null);
         }
+        dataPathRegistered = true;
     }
 }
