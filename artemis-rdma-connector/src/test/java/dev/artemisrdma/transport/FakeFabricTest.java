@@ -12,7 +12,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The fake must enforce the verbs rules, or the transport tests prove nothing. Raw SPI, no transport. */
@@ -29,8 +28,12 @@ class FakeFabricTest {
 
     /** Connects a (active) to b (passive) with the given RNR retry on b, no receives posted. */
     private void connect(int rnrRetryOnB, int maxSendWr, int maxInline) throws Exception {
+        connect(rnrRetryOnB, maxSendWr, maxInline, 64);
+    }
+
+    private void connect(int rnrRetryOnB, int maxSendWr, int maxInline, int cqEntriesA) throws Exception {
         fabric = new FakeFabric(new FakeFabric.Limits(1024, 4, 4096, 128, false));
-        cqA = fabric.device().createCompletionQueue(64);
+        cqA = fabric.device().createCompletionQueue(cqEntriesA);
         cqB = fabric.device().createCompletionQueue(64);
         memA = fabric.device().register(4096);
         memB = fabric.device().register(4096);
@@ -60,10 +63,6 @@ class FakeFabricTest {
             public void prepare(QueuePair queuePair) {
             }
         };
-    }
-
-    @BeforeEach
-    void none() {
     }
 
     @AfterEach
@@ -232,28 +231,7 @@ class FakeFabricTest {
 
     @Test
     void completionQueueOverrunIsFatal() throws Exception {
-        fabric = new FakeFabric();
-        connectSmallCq();
-    }
-
-    private void connectSmallCq() throws Exception {
-        fabric.close();
-        fabric = new FakeFabric(new FakeFabric.Limits(1024, 4, 4096, 128, false));
-        cqA = fabric.device().createCompletionQueue(2);
-        cqB = fabric.device().createCompletionQueue(64);
-        memA = fabric.device().register(4096);
-        memB = fabric.device().register(4096);
-        CompletableFuture<QueuePair> passive = new CompletableFuture<>();
-        FabricListener l = fabric.listen(Peers.serverAddress(), req -> {
-            try {
-                passive.complete(req.accept(setup(cqB, 8, 0), null, 7, (qp, reason) -> { }));
-            } catch (FabricException e) {
-                passive.completeExceptionally(e);
-            }
-        });
-        a = fabric.connect(l.localAddress(), setup(cqA, 8, 0), new ConnectOptions(null, 7, 7, Duration.ofSeconds(5)),
-                (qp, reason) -> { });
-        b = passive.get(5, TimeUnit.SECONDS);
+        connect(7, 8, 0, 2); // a's queue holds 2 completions
         RecvList r = new RecvList(4);
         for (int i = 0; i < 3; i++) {
             r.add(i, memB.address(), 100, memB.lkey());
