@@ -30,6 +30,7 @@ perftest() { # tool size iterations
   echo "$row"
 }
 lat_iters_for() { if [ "$1" -le 4096 ]; then echo "$lat_iters"; else echo $((lat_iters / 10)); fi; }
+lat_warmup_for() { if [ "$1" -le 4096 ]; then echo "$warmup"; else echo $((warmup / 10)); fi; }
 lat_row() { perftest ib_send_lat "$1" "$(lat_iters_for "$1")"; }   # bytes iters t_min t_max t_typical t_avg ...
 bw_row() { perftest ib_send_bw "$1" "$bw_iters"; }      # bytes iters bw_peak bw_avg msg_rate
 
@@ -45,11 +46,10 @@ fi
 server=$!
 sleep 6
 
-rdmaperf() { # layer mode size iters: prints the RESULT line with min_us=... appended
-  local all w=$warmup
-  if [ "$4" -lt "$lat_iters" ] && [ "$2" = lat ]; then w=$((warmup / 10)); fi
+rdmaperf() { # layer mode size iters [warmup]: prints the RESULT line with min_us=... appended
+  local all
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
-    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" 2>>"$out/rdmaperf-client.log")"
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "${5:-$warmup}" 2>>"$out/rdmaperf-client.log")"
   echo "$all" >> "$out/rdmaperf-client.out" # everything it printed, transport statistics included
   echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)"
 }
@@ -64,22 +64,23 @@ table="$out/rdmaperf-table.txt"
 } > "$table"
 for size in $sizes; do
   if [[ " $modes " == *" lat "* ]]; then
-  # rounds of ib_send_lat, verbs, transport, interleaved: the lab drifts within a boot, so each tool sees the same
-  # drift; the table shows the median of the rounds' medians and the lowest minimum
-  n="$(lat_iters_for $size)"
-  ib_typs=(); ib_mins=(); v50s=(); t50s=(); tmins=()
-  for round in $(seq "$rounds"); do
-    ib="$(lat_row $size)"
-    ib_typs+=("$(echo "$ib" | awk '{print $5}')"); ib_mins+=("$(echo "$ib" | awk '{print $3}')")
-    v="$(rdmaperf verbs lat $size $n)"; t="$(rdmaperf transport lat $size $n)"
-    echo "round $round: ib_send_lat typical ${ib_typs[-1]} us"; echo "$v"; echo "$t"
-    v50s+=("$(field "$v" p50_us)"); t50s+=("$(field "$t" p50_us)"); tmins+=("$(field "$t" min_us)")
-  done
-  ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
-  v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
-  awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
-    printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %11.2f | %5.2f (%s/%s)\n", s, "lat", ib, v, t,
-      (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), (ibmin > 0 ? tmin / ibmin : 0), tmin, ibmin }' >> "$table"
+    # rounds of ib_send_lat, verbs, transport, interleaved: the lab drifts within a boot, so each tool sees the same
+    # drift; the table shows the median of the rounds' medians and the lowest minimum
+    n="$(lat_iters_for $size)"; w="$(lat_warmup_for $size)"
+    ib_typs=(); ib_mins=(); v50s=(); t50s=(); tmins=()
+    for round in $(seq "$rounds"); do
+      ib="$(lat_row $size)"
+      ib_typs+=("$(echo "$ib" | awk '{print $5}')"); ib_mins+=("$(echo "$ib" | awk '{print $3}')")
+      v="$(rdmaperf verbs lat $size $n $w)"; t="$(rdmaperf transport lat $size $n $w)"
+      echo "round $round: ib_send_lat typical ${ib_typs[-1]} us"; echo "$v"; echo "$t"
+      v50s+=("$(field "$v" p50_us)"); t50s+=("$(field "$t" p50_us)"); tmins+=("$(field "$t" min_us)")
+    done
+    ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
+    v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
+    awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
+      printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %11.2f | %5.2f (%s/%s)\n", s, "lat", ib, v, t,
+        (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), (ibmin > 0 ? tmin / ibmin : 0), tmin,
+        ibmin }' >> "$table"
   fi
   [[ " $modes " == *" bw "* ]] || continue
   bw="$(bw_row $size)"
