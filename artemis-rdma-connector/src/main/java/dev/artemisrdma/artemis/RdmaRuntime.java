@@ -7,7 +7,7 @@ import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
-import dev.artemisrdma.transport.VerbsFabric;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

@@ -1,7 +1,7 @@
 package dev.artemisrdma.tools;
 
 import dev.artemisrdma.transport.FabricListener;
-import dev.artemisrdma.transport.VerbsFabric;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
 
 import java.net.InetSocketAddress;
 

@@ -6,7 +6,7 @@ import java.net.InetSocketAddress;
  * The RDMA operations the transport protocol needs, and nothing more: connection management over rdma_cm,
  * registered memory, queue pairs and completion queues. It carries no JNA or Artemis types, so the protocol
  * can be tested against an in-memory fake that enforces the verbs rules, and run on the real binding
- * ({@link VerbsFabric}) unchanged.
+ * ({@code dev.artemisrdma.transport.verbs.VerbsFabric}) unchanged.
  *
  * <p>Threading: connection requests and connection events are delivered on the fabric's own connection-manager
  * thread; data-path calls ({@link QueuePair#postSend}, {@link CompletionQueue#poll}) are made by the caller's

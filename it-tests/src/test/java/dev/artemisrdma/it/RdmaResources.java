@@ -41,7 +41,7 @@ public record RdmaResources(Map<String, Integer> counts) {
      * process exits; a baseline taken before that would blame the first connection of a JVM for them.
      */
     public static RdmaResources afterWarmUp() throws Exception {
-        try (dev.artemisrdma.transport.VerbsFabric fabric = new dev.artemisrdma.transport.VerbsFabric()) {
+        try (dev.artemisrdma.transport.verbs.VerbsFabric fabric = new dev.artemisrdma.transport.verbs.VerbsFabric()) {
             RawEndpoint server = new RawEndpoint(2, 1, 0);
             RawEndpoint client = new RawEndpoint(2, 1, 0);
             dev.artemisrdma.transport.FabricListener listener = fabric.listen(

@@ -16,7 +16,7 @@ import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.SendBuffer;
 import dev.artemisrdma.transport.TransportConfig;
 import dev.artemisrdma.transport.TransportStats;
-import dev.artemisrdma.transport.VerbsFabric;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 

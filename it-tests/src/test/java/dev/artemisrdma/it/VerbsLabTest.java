@@ -5,7 +5,7 @@ import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.FabricListener;
 import dev.artemisrdma.transport.QueuePair;
 import dev.artemisrdma.transport.SendList;
-import dev.artemisrdma.transport.VerbsFabric;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
 import dev.artemisrdma.transport.WcStatus;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

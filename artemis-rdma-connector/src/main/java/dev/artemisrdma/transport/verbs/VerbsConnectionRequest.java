@@ -1,4 +1,6 @@
-package dev.artemisrdma.transport;
+package dev.artemisrdma.transport.verbs;
+
+import dev.artemisrdma.transport.*;
 
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;

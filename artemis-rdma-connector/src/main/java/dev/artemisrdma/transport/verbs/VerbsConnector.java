@@ -1,4 +1,6 @@
-package dev.artemisrdma.transport;
+package dev.artemisrdma.transport.verbs;
+
+import dev.artemisrdma.transport.*;
 
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.RdmaCmId;
