@@ -30,12 +30,14 @@ public final class RdmaTransport implements AutoCloseable {
     private final Map<FabricDevice, DeviceResources> devices = new ConcurrentHashMap<>();
     private final Set<RdmaChannelImpl> channels = ConcurrentHashMap.newKeySet();
     private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
+    private final ReassemblyBudget reassemblyBudget;
     private volatile boolean closed;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
         this.fabric = fabric;
         this.config = config;
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
+        this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
     }
 
     public static RdmaTransport create(Fabric fabric, TransportConfig config) {
@@ -89,17 +91,15 @@ public final class RdmaTransport implements AutoCloseable {
                     : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
             throw e;
         }
-        Handshake.Params peer;
         try {
-            peer = Handshake.decodeAccept(qp.peerPrivateData());
-        } catch (Handshake.HandshakeException e) {
+            ch.activeEstablished(Handshake.decodeAccept(qp.peerPrivateData()));
+        } catch (Handshake.HandshakeException | FabricException e) {
             FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
                     + e.getMessage());
             LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
             ch.failHandshake(why);
             throw why;
         }
-        ch.activeEstablished(peer);
         return ch;
     }
 
@@ -121,8 +121,14 @@ public final class RdmaTransport implements AutoCloseable {
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
         ChannelHandler handler;
         try {
-            ch.usePool(pool(request.device()));
             ch.setPeer(peer);
+        } catch (FabricException e) {
+            LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            request.reject(Handshake.encodeReject(e.getMessage()));
+            return;
+        }
+        try {
+            ch.usePool(pool(request.device()));
             handler = acceptor.onAccepted(ch);
         } catch (RuntimeException | Error e) {
             LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress), e.toString());
@@ -149,6 +155,11 @@ public final class RdmaTransport implements AutoCloseable {
             ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
                     + " failed: " + e.getMessage(), e), true);
         }
+    }
+
+    /** The heap all channels together may hold for reassembly ({@code reassemblyMemory}). */
+    ReassemblyBudget reassemblyBudget() {
+        return reassemblyBudget;
     }
 
     private String nextId() {

@@ -39,7 +39,7 @@ class ReassemblerTest {
 
     @Test
     void reassemblesEverySizeAroundTheFragmentBoundaries() throws Exception {
-        Reassembler r = new Reassembler(1 << 20, 1 << 16);
+        Reassembler r = new Reassembler(1 << 20, 1 << 16, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         for (int size : new int[] {0, 1, F - 1, F, F + 1, 2 * F - 1, 2 * F, 2 * F + 1, 10 * F, 12345, 70000}) {
             byte[] frame = Peers.payload(7, size, size);
             assertArrayEquals(frame, roundTrip(r, frame), "size " + size);
@@ -48,14 +48,14 @@ class ReassemblerTest {
 
     @Test
     void singleFragmentFrameIsTheSlotItself() throws Exception {
-        Reassembler r = new Reassembler(1000, 1000);
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         ByteBuffer slot = ByteBuffer.wrap(new byte[] {1, 2, 3});
         assertSame(slot, r.accept(slot, FrameHeader.FIRST | FrameHeader.LAST, 3));
     }
 
     @Test
     void protocolViolationsAreReported() throws Exception {
-        Reassembler r = new Reassembler(1000, 1000);
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         ByteBuffer ten = ByteBuffer.allocate(10);
         assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 0), "continuation without first");
         assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), FrameHeader.FIRST, 2000), "too large");
@@ -65,11 +65,11 @@ class ReassemblerTest {
         assertTrue(r.inProgress());
         FabricException e = assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 5));
         assertTrue(e.getMessage().contains("offset 5"), e.getMessage());
-        Reassembler r2 = new Reassembler(1000, 1000);
+        Reassembler r2 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         assertNull(r2.accept(ten.duplicate(), FrameHeader.FIRST, 25));
         assertThrows(FabricException.class, () -> r2.accept(ten.duplicate(), FrameHeader.FIRST, 25),
                 "first inside a frame");
-        Reassembler r3 = new Reassembler(1000, 1000);
+        Reassembler r3 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         assertNull(r3.accept(ten.duplicate(), FrameHeader.FIRST, 25));
         assertThrows(FabricException.class, () -> r3.accept(ten.duplicate(), FrameHeader.LAST, 10),
                 "last fragment short");
