@@ -705,8 +705,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         try {
             FabricException overdue = state.tearingDown() ? null : receive.overdueFrame(now);
             if (overdue != null) {
-                LOG.warn("{}", overdue.getMessage());
-                failLocked(overdue);
+                failLocked(overdue); // logs it
             }
             if (state == ChannelState.CONNECTING && closeRequested && qp != null && now - closeDeadline > 0) {
                 beginDisconnectLocked(null); // closed before it was established, and it never was
