@@ -47,11 +47,12 @@ class ChannelTeardownTest {
 
     @Test
     void aPartialSendPostLeavesNothingToWaitFor() throws Exception {
-        TransportConfig config = strict().build();
+        TransportConfig config = strict().sendQueueDepth(4).build(); // the 4th send of a full ring is signaled
         try (Connection c = new Connection(config, config)) {
             c.fabric.injectPartialSendPost(2);
-            // five fragments in one post: two are posted, the third is refused
+            // four of the five fragments in one post: two are posted, the third and the signaled fourth are refused
             c.client.write(ByteBuffer.wrap(Peers.payload(2, 0, 5 * 1016)), true);
+            // teardown waits for nothing that was never posted: well within the 5 s drain bound
             FabricException cause = c.clientSide.closed.get(3, TimeUnit.SECONDS);
             assertTrue(cause.getMessage().contains("failed after 2"), cause.getMessage());
             assertFalse(((RdmaChannelImpl) c.client).drainTimedOut(), "teardown waited for sends never posted");
@@ -62,6 +63,7 @@ class ChannelTeardownTest {
     void aPartialReceivePostLeavesNothingToWaitFor() throws Exception {
         TransportConfig server = strict().receiveSlots(64).build(); // reposts in groups of 8
         try (Connection c = new Connection(server, strict().build())) {
+            c.fabric.requireReceivesPolledBeforeDestroy(); // the 3 posted must be waited for: counted, not lost
             c.fabric.injectPartialRecvPost(3);
             try {
                 for (int i = 0; i < 20; i++) {

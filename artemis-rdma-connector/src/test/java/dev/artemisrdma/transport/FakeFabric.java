@@ -87,6 +87,7 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger partialSendPost = new AtomicInteger(-1);
     private final AtomicInteger partialRecvPost = new AtomicInteger(-1);
     private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
+    private volatile boolean receivesPolledBeforeDestroy;
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -158,6 +159,14 @@ public final class FakeFabric implements Fabric {
     /** As {@link #injectPartialSendPost}, for the next postRecv of more than {@code posted} receives. */
     public void injectPartialRecvPost(int posted) {
         partialRecvPost.set(posted);
+    }
+
+    /**
+     * From now on, destroying a queue pair whose receive completions (flushes included) are still waiting in its
+     * completion queue is a violation: teardown must have waited for every receive it posted.
+     */
+    public void requireReceivesPolledBeforeDestroy() {
+        receivesPolledBeforeDestroy = true;
     }
 
     /** A memory registration that was released: its size and the thread that released it. */
@@ -1018,6 +1027,12 @@ public final class FakeFabric implements Fabric {
                 if (everEstablished && (!sq.isEmpty() || !rq.isEmpty())) {
                     violation("qp " + qpn + " destroyed with " + sq.size() + " sends and " + rq.size()
                             + " receives still posted");
+                }
+                if (receivesPolledBeforeDestroy) {
+                    long unpolled = cq.entries.stream().filter(e -> e.qp == this && e.recv).count();
+                    if (unpolled > 0) {
+                        violation("qp " + qpn + " destroyed with " + unpolled + " receive completions not yet polled");
+                    }
                 }
                 FakeQp p = peer;
                 destroyLocked(this);
