@@ -15,8 +15,8 @@ import java.nio.ByteBuffer;
  */
 final class Reassembler {
 
-    /** The first allocation of a fragmented frame, unless the frame or its first fragment is smaller or larger. */
-    private static final int INITIAL_BYTES = 64 << 10;
+    /** The smallest allocation for a fragmented frame (unless the frame is smaller): what came, rounded up. */
+    private static final int MIN_ALLOCATION = 4 << 10;
 
     private final int maxFrameSize;
     private final int retainBytes;
@@ -65,11 +65,14 @@ final class Reassembler {
             if (n >= lengthOrOffset) {
                 throw new FabricException("protocol error: first fragment holds the whole frame but is not last");
             }
+            if (n == 0) {
+                throw new FabricException("protocol error: a first fragment without payload");
+            }
             if (lengthOrOffset > maxBytes) {
                 throw new LimitExceededException("a fragmented frame of " + lengthOrOffset
                         + " bytes exceeds maxReassemblyBytes (" + maxBytes + "); raise maxReassemblyBytes to receive it");
             }
-            ensureRoom(Math.min(lengthOrOffset, Math.max(n, INITIAL_BYTES)), lengthOrOffset);
+            ensureRoom(Math.min(lengthOrOffset, Math.max(n, MIN_ALLOCATION)), lengthOrOffset);
             frame.clear();
             expected = lengthOrOffset;
             startedAt = System.nanoTime(); // the clock is read for fragmented frames only
@@ -86,6 +89,9 @@ final class Reassembler {
         int left = expected - frame.position();
         if (n > left || (last && n != left) || (!last && n == left)) {
             throw new FabricException("protocol error: fragments do not add up to the frame length " + expected);
+        }
+        if (n == 0) {
+            throw new FabricException("protocol error: a continuation fragment without payload"); // endless ones
         }
         if (n > frame.remaining()) {
             ensureRoom(frame.position() + n, expected);
@@ -122,9 +128,13 @@ final class Reassembler {
         frame = bigger;
     }
 
-    /** The handler is done with the last frame returned; drops an outsized buffer. */
+    /**
+     * The handler is done with the last frame returned; drops an outsized buffer, and any buffer while the
+     * transport's connections hold more than half the budget (kept buffers must not starve frames in progress).
+     */
     void delivered() {
-        if (frame != null && frame.capacity() > retainBytes && expected < 0) {
+        if (frame != null && expected < 0
+                && (frame.capacity() > retainBytes || budget.used() > budget.limit() / 2)) {
             budget.release(frame.capacity());
             frame = null;
         }

@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -73,5 +74,32 @@ class ReassemblerTest {
         assertNull(r3.accept(ten.duplicate(), FrameHeader.FIRST, 25));
         assertThrows(FabricException.class, () -> r3.accept(ten.duplicate(), FrameHeader.LAST, 10),
                 "last fragment short");
+    }
+
+    @Test
+    void memoryFollowsWhatArrivedAndEmptyFragmentsAreRefused() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(1 << 30);
+        Reassembler r = new Reassembler(64 << 20, 4 << 20, 64 << 20, budget);
+        ByteBuffer fragment = ByteBuffer.allocate(F);
+        assertNull(r.accept(fragment.duplicate(), FrameHeader.FIRST, 60 << 20)); // claims 60 MiB, brings 100 bytes
+        assertTrue(budget.used() <= 4096, "reserved " + budget.used());
+        FabricException e = assertThrows(FabricException.class, () -> r.accept(ByteBuffer.allocate(0), 0, F));
+        assertTrue(e.getMessage().contains("without payload"), e.getMessage());
+        Reassembler fresh = new Reassembler(1000, 1000, 1000, budget);
+        assertThrows(FabricException.class, () -> fresh.accept(ByteBuffer.allocate(0), FrameHeader.FIRST, 25));
+        r.release();
+        assertEquals(0, budget.used());
+    }
+
+    @Test
+    void keptBuffersAreDroppedWhenTheBudgetRunsHigh() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(3 * F);
+        Reassembler r = new Reassembler(1 << 20, 1 << 20, 3 * F, budget);
+        roundTrip(r, Peers.payload(1, 0, 2 * F)); // holds 2F of 3F after delivery: above half, so dropped
+        assertEquals(0, budget.used());
+        ReassemblyBudget roomy = new ReassemblyBudget(1 << 20);
+        Reassembler kept = new Reassembler(1 << 20, 1 << 20, 1 << 20, roomy);
+        roundTrip(kept, Peers.payload(1, 0, 2 * F));
+        assertTrue(roomy.used() > 0, "a small buffer is kept for the next frame while the budget is low");
     }
 }

@@ -25,7 +25,7 @@ class ReassemblyLimitsTest {
             peer.unfinishedFrame(60 << 20, 1); // 16 KiB sent, 60 MiB claimed
             Peers.await("the fragment to be taken", 5000, () -> f.server.reassemblyBudget().used() > 0);
             long held = f.server.reassemblyBudget().used();
-            assertTrue(held <= 64 << 10, "one 16 KiB fragment pinned " + held + " bytes");
+            assertTrue(held <= 16 << 10, "one 16 KiB fragment pinned " + held + " bytes");
             assertFalse(peer.isLost());
         }
     }
@@ -54,7 +54,11 @@ class ReassemblyLimitsTest {
             int frame = 200 << 10;
             first.unfinishedFrame(frame, 10); // grows to the whole 200 KiB of the frame
             Peers.await("the first frame's memory", 5000, () -> f.server.reassemblyBudget().used() == frame);
-            second.unfinishedFrame(frame, 1); // needs 64 KiB more: over the 256 KiB budget
+            try {
+                second.unfinishedFrame(frame, 8); // its growth passes the 256 KiB the transport may hold
+            } catch (FabricException dropped) {
+                // the server dropped it part-way: what this test wants
+            }
             second.awaitLost(5000);
             String why = f.closeCause(1).getMessage();
             assertTrue(why.contains("reassemblyMemory"), why);
