@@ -32,9 +32,12 @@ final class ReceiveSide {
     private final RecvList repost;
     private final FrameSink sink;
 
-    /** Set once when the queue pair is prepared, before any receive is posted; volatile for the loop thread. */
+    /**
+     * Set once under the channel's lock when the queue pair is prepared, before any receive is posted, then read by
+     * the loop thread without it: volatile, so the loop sees them (a plain load on x86).
+     */
     private volatile RegisteredMemory memory;
-    private ByteBuffer slotView;
+    private volatile ByteBuffer slotView;
     private volatile long wrIdBase;
 
     // one batch of completions
@@ -92,6 +95,7 @@ final class ReceiveSide {
             return;
         }
         int base = slot * slotSize;
+        ByteBuffer slotView = this.slotView;
         try {
             if (byteLength < FrameHeader.LENGTH) {
                 throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
