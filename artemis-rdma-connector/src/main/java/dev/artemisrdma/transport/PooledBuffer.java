@@ -26,7 +26,8 @@ final class PooledBuffer {
     private final ByteBuffer view;
     private final long address;
     private final int lkey;
-    /** generation << STATE_BITS | state; the generation advances on every hand-out (wrapping is harmless). */
+    /** generation << STATE_BITS | state; the generation advances on every hand-out (a stale lease would have to
+     * outlive 2^30 hand-outs of the same buffer to match again). */
     private final AtomicInteger state = new AtomicInteger(FREE);
 
     /** Frame bookkeeping, valid while a channel owns the buffer (guarded by the channel's lock). */
