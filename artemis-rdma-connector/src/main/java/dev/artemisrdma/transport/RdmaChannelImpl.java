@@ -118,6 +118,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private volatile long signaledSends;
     private volatile long inlineSends;
     private volatile long postCalls;
+    /** Completions and errors, counted by the completion loop (see ChannelCounters). */
+    final ChannelCounters counters = new ChannelCounters();
 
     RdmaChannelImpl(RdmaTransport transport, TransportConfig config, String id, InetSocketAddress remote,
                     InetSocketAddress local, ChannelHandler handler) {
@@ -535,6 +537,12 @@ final class RdmaChannelImpl implements RdmaChannel {
         return state == State.CLOSED;
     }
 
+    /** Bytes this channel has registered (receive slots and send headers); 0 before bind and after release. */
+    long registeredBytes() {
+        RegisteredMemory m = memory;
+        return m == null ? 0 : m.length();
+    }
+
     TransportStats stats() {
         return new TransportStats(framesSent, bytesSent, framesReceived, bytesReceived, creditFramesSent,
                 creditFramesReceived, creditStalls, sendQueueStalls, sendsPosted, signaledSends, inlineSends,
@@ -795,6 +803,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             credits.grant(batchGranted);
             if (batchProtocolError != null) {
+                counters.protocolError();
                 LOG.error("{}", batchProtocolError.getMessage());
                 failLocked(batchProtocolError);
             } else if (batchFailureStatus >= 0) {
