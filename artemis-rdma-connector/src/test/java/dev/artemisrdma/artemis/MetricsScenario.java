@@ -50,6 +50,8 @@ public final class MetricsScenario {
     private final Path dataDir;
     /** Scrape excerpts, for README and for the lab's log. */
     private final List<String> report = new ArrayList<>();
+    private String brokerScrape;
+    private String clientScrape;
 
     public MetricsScenario(String host, int port, Path dataDir) {
         this.host = host;
@@ -59,6 +61,12 @@ public final class MetricsScenario {
 
     public List<String> report() {
         return report;
+    }
+
+    /** Payload bytes the broker's acceptor and the client sent, as their meters said after the traffic. */
+    public double bytesSent() {
+        return value(brokerScrape, "artemis_rdma_sent_bytes_total", ACCEPTOR)
+                + value(clientScrape, "artemis_rdma_client_sent_bytes_total", FACTORY);
     }
 
     public void run() throws Exception {
@@ -103,6 +111,8 @@ public final class MetricsScenario {
             String client = clientMetrics.scrape();
             report.add(clientExcerpt(client));
             assertEquals(0.0, value(client, "artemis_rdma_client_connections", FACTORY), "totals stay, connections go");
+            brokerScrape = after;
+            clientScrape = client;
             checkTraffic(after, client);
             checkJmx(jmx, mbean, after);
 
