@@ -35,58 +35,64 @@ final class RdmaMeters implements AutoCloseable {
         return Metrics.globalRegistry;
     }
 
+    /** One meter: a counter (only grows) or a gauge, what it reads, and whether clients have it too. */
+    private record Spec(String name, String unit, boolean gauge, boolean acceptorOnly, String description,
+                        ToDoubleFunction<RdmaTransportMetricsMXBean> value) {
+    }
+
+    private static final String BYTES = "bytes";
+    private static final List<Spec> SPECS = List.of(
+        new Spec("sent.bytes", BYTES, false, false, "payload bytes sent", RdmaTransportMetricsMXBean::getBytesSent),
+        new Spec("received.bytes", BYTES, false, false, "payload bytes received",
+                RdmaTransportMetricsMXBean::getBytesReceived),
+        new Spec("sent.frames", null, false, false, "frames (Core packets) sent",
+                RdmaTransportMetricsMXBean::getFramesSent),
+        new Spec("received.frames", null, false, false, "whole frames received",
+                RdmaTransportMetricsMXBean::getFramesReceived),
+        new Spec("completions", null, false, false, "work completions polled",
+                RdmaTransportMetricsMXBean::getCompletions),
+        new Spec("credit.stalls", null, false, false, "sends that waited for receive credit from the peer",
+                RdmaTransportMetricsMXBean::getCreditStalls),
+        new Spec("rnr.retry.errors", null, false, false, "work requests failed with IBV_WC_RNR_RETRY_EXC_ERR",
+                RdmaTransportMetricsMXBean::getRnrRetryErrors),
+        new Spec("retry.errors", null, false, false, "work requests failed with IBV_WC_RETRY_EXC_ERR",
+                RdmaTransportMetricsMXBean::getRetryErrors),
+        new Spec("completion.errors", null, false, false, "work requests failed with another status (not flushes)",
+                RdmaTransportMetricsMXBean::getCompletionErrors),
+        new Spec("protocol.errors", null, false, false, "peers that broke the wire protocol",
+                RdmaTransportMetricsMXBean::getProtocolErrors),
+        new Spec("connections", null, true, false, "connections open now",
+                RdmaTransportMetricsMXBean::getConnections),
+        new Spec("connections.accepted", null, false, true, "connection requests accepted",
+                RdmaTransportMetricsMXBean::getConnectionsAccepted),
+        new Spec("connections.refused", null, false, true, "connection requests refused",
+                RdmaTransportMetricsMXBean::getConnectionsRefused),
+        new Spec("registered.memory.bytes", BYTES, true, false, "memory the connections registered with the device",
+                RdmaTransportMetricsMXBean::getRegisteredMemoryBytes),
+        new Spec("send.pool.bytes", BYTES, true, false, "memory registered by the shared send buffer pool",
+                RdmaTransportMetricsMXBean::getSendPoolBytes));
+
     /**
      * Registers the meters of {@code source} in {@code registry} (a {@code MeterRegistry}, typed Object so that
-     * callers need no Micrometer), named {@code prefix + ...} and tagged {@code tags} (key, value, ...).
+     * callers need no Micrometer), named {@code prefix + ...} and tagged {@code tags} (key, value, ...); the
+     * acceptor-only ones when {@code acceptor}.
      */
-    static RdmaMeters register(Object registry, String prefix, RdmaTransportMetricsMXBean source, boolean server,
+    static RdmaMeters register(Object registry, String prefix, RdmaTransportMetricsMXBean source, boolean acceptor,
                                String... tags) {
         RdmaMeters m = new RdmaMeters((MeterRegistry) registry);
         Tags t = Tags.of(tags);
-        m.counter(prefix + "sent.bytes", "bytes", "payload bytes sent", source, RdmaTransportMetricsMXBean::getBytesSent, t);
-        m.counter(prefix + "received.bytes", "bytes", "payload bytes received", source,
-                RdmaTransportMetricsMXBean::getBytesReceived, t);
-        m.counter(prefix + "sent.frames", null, "frames (Core packets) sent", source,
-                RdmaTransportMetricsMXBean::getFramesSent, t);
-        m.counter(prefix + "received.frames", null, "whole frames received", source,
-                RdmaTransportMetricsMXBean::getFramesReceived, t);
-        m.counter(prefix + "completions", null, "work completions polled", source,
-                RdmaTransportMetricsMXBean::getCompletions, t);
-        m.counter(prefix + "credit.stalls", null, "sends that waited for receive credit from the peer", source,
-                RdmaTransportMetricsMXBean::getCreditStalls, t);
-        m.counter(prefix + "rnr.retry.errors", null, "work requests failed with IBV_WC_RNR_RETRY_EXC_ERR", source,
-                RdmaTransportMetricsMXBean::getRnrRetryErrors, t);
-        m.counter(prefix + "retry.errors", null, "work requests failed with IBV_WC_RETRY_EXC_ERR", source,
-                RdmaTransportMetricsMXBean::getRetryErrors, t);
-        m.counter(prefix + "completion.errors", null, "work requests failed with another status (not flushes)",
-                source, RdmaTransportMetricsMXBean::getCompletionErrors, t);
-        m.counter(prefix + "protocol.errors", null, "peers that broke the wire protocol", source,
-                RdmaTransportMetricsMXBean::getProtocolErrors, t);
-        m.gauge(prefix + "connections", null, "connections open now", source,
-                RdmaTransportMetricsMXBean::getConnections, t);
-        if (server) {
-            m.counter(prefix + "connections.accepted", null, "connection requests accepted", source,
-                    RdmaTransportMetricsMXBean::getConnectionsAccepted, t);
-            m.counter(prefix + "connections.refused", null, "connection requests refused", source,
-                    RdmaTransportMetricsMXBean::getConnectionsRefused, t);
+        for (Spec spec : SPECS) {
+            if (spec.acceptorOnly() && !acceptor) {
+                continue;
+            }
+            String name = prefix + spec.name();
+            m.meters.add(spec.gauge()
+                    ? Gauge.builder(name, source, spec.value()).baseUnit(spec.unit()).description(spec.description())
+                            .tags(t).strongReference(true).register(m.registry)
+                    : FunctionCounter.builder(name, source, spec.value()).baseUnit(spec.unit())
+                            .description(spec.description()).tags(t).register(m.registry));
         }
-        m.gauge(prefix + "registered.memory.bytes", "bytes", "memory the connections registered with the device", source,
-                RdmaTransportMetricsMXBean::getRegisteredMemoryBytes, t);
-        m.gauge(prefix + "send.pool.bytes", "bytes", "memory registered by the shared send buffer pool", source,
-                RdmaTransportMetricsMXBean::getSendPoolBytes, t);
         return m;
-    }
-
-    private void counter(String name, String unit, String description, RdmaTransportMetricsMXBean source,
-                         ToDoubleFunction<RdmaTransportMetricsMXBean> value, Tags tags) {
-        meters.add(FunctionCounter.builder(name, source, value).baseUnit(unit).description(description).tags(tags)
-                .register(registry));
-    }
-
-    private void gauge(String name, String unit, String description, RdmaTransportMetricsMXBean source,
-                       ToDoubleFunction<RdmaTransportMetricsMXBean> value, Tags tags) {
-        meters.add(Gauge.builder(name, source, value).baseUnit(unit).description(description).tags(tags)
-                .strongReference(true).register(registry));
     }
 
     /** Removes every meter registered here. */
