@@ -45,8 +45,13 @@ final class AcceptorMonitoring implements AutoCloseable {
         String broker = brokerName(management);
         RdmaMeters meters = null;
         if (metricsManager != null && metricsManager.getMeterRegistry() != null) {
-            meters = RdmaMeters.register(metricsManager.getMeterRegistry(), RdmaMeters.ACCEPTOR_PREFIX, metrics,
-                    true, MetricsManager.BROKER_TAG_NAME, broker, "acceptor", acceptor);
+            try {
+                meters = RdmaMeters.register(metricsManager.getMeterRegistry(), RdmaMeters.ACCEPTOR_PREFIX, metrics,
+                        true, MetricsManager.BROKER_TAG_NAME, broker, "acceptor", acceptor);
+            } catch (RuntimeException e) {
+                // a registry may refuse a meter (a name clash with other meters): the acceptor serves anyway
+                logger.warn("RDMA acceptor '{}': its meters could not be registered: {}", acceptor, e.toString());
+            }
         }
         ObjectName mbeanName = null;
         if (management != null) {
