@@ -81,18 +81,25 @@ final class RdmaMeters implements AutoCloseable {
                                String... tags) {
         RdmaMeters m = new RdmaMeters((MeterRegistry) registry);
         Tags t = Tags.of(tags);
-        for (Spec spec : SPECS) {
-            if (spec.acceptorOnly() && !acceptor) {
-                continue;
+        try {
+            for (Spec spec : SPECS) {
+                if (!spec.acceptorOnly() || acceptor) {
+                    m.meters.add(m.register(prefix + spec.name(), spec, source, t));
+                }
             }
-            String name = prefix + spec.name();
-            m.meters.add(spec.gauge()
-                    ? Gauge.builder(name, source, spec.value()).baseUnit(spec.unit()).description(spec.description())
-                            .tags(t).strongReference(true).register(m.registry)
-                    : FunctionCounter.builder(name, source, spec.value()).baseUnit(spec.unit())
-                            .description(spec.description()).tags(t).register(m.registry));
+        } catch (RuntimeException e) {
+            m.close(); // all or nothing
+            throw e;
         }
         return m;
+    }
+
+    private Meter register(String name, Spec spec, RdmaTransportMetricsMXBean source, Tags tags) {
+        return spec.gauge()
+                ? Gauge.builder(name, source, spec.value()).baseUnit(spec.unit()).description(spec.description())
+                        .tags(tags).strongReference(true).register(registry)
+                : FunctionCounter.builder(name, source, spec.value()).baseUnit(spec.unit())
+                        .description(spec.description()).tags(tags).register(registry);
     }
 
     /** Removes every meter registered here. */
