@@ -111,6 +111,8 @@ public final class MetricsScenario {
             String client = clientMetrics.scrape();
             report.add(clientExcerpt(client));
             assertEquals(0.0, value(client, "artemis_rdma_client_connections", FACTORY), "totals stay, connections go");
+            assertEquals(value(client, "artemis_rdma_client_sent_bytes_total", FACTORY),
+                    RdmaClientMetrics.counters(FACTORY).getBytesSent(), "the same counters without Micrometer");
             brokerScrape = after;
             clientScrape = client;
             checkTraffic(after, client);
