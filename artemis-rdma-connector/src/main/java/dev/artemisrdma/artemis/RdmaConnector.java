@@ -8,6 +8,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import org.apache.activemq.artemis.spi.core.remoting.AbstractConnector;
@@ -31,6 +32,7 @@ final class RdmaConnector extends AbstractConnector {
     private final InetSocketAddress target;
     private final int batchDelay;
     private RdmaRuntime.Lease lease;
+    private ClientMetrics.Group metrics;
     private ScheduledFuture<?> batchFlusher;
     private volatile RdmaConnection lastConnection;
 
@@ -53,6 +55,7 @@ final class RdmaConnector extends AbstractConnector {
         }
         try {
             lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+            metrics = ClientMetrics.join(RdmaParameters.metricsName(configuration), lease.transport());
         } catch (FabricException | RuntimeException e) {
             logger.error("RDMA connector to {}: cannot open the RDMA transport: {}", target, e.getMessage(), e);
         }
@@ -67,8 +70,10 @@ final class RdmaConnector extends AbstractConnector {
     @Override
     public Connection createConnection() {
         RdmaRuntime.Lease current;
+        EndpointMetrics counting;
         synchronized (this) {
             current = lease;
+            counting = metrics == null ? null : metrics.metrics();
         }
         if (current == null) {
             return null;
@@ -77,12 +82,16 @@ final class RdmaConnector extends AbstractConnector {
                 false);
         RdmaChannel channel;
         try {
-            channel = current.transport().connect(target, connection);
+            ChannelHandler tracked = counting == null ? connection : counting.track(connection);
+            channel = current.transport().connect(target, tracked);
         } catch (FabricException | RuntimeException e) {
             logger.debug("RDMA connector: cannot connect to {}: {}", target, e.getMessage());
             return null;
         }
         connection.bind(channel);
+        if (counting != null) {
+            counting.add(channel);
+        }
         if (!channel.isOpen()) {
             logger.debug("RDMA connector: connection {} to {} closed while connecting", channel.id(), target);
             return null;

@@ -63,6 +63,17 @@ final class BufferPool implements AutoCloseable {
         return device.register(bytes);
     }
 
+    /** Bytes of the slabs registered so far (frames above MAX_CLASS, registered alone and briefly, excluded). */
+    long registeredBytes() {
+        synchronized (slabs) {
+            long sum = 0;
+            for (RegisteredMemory m : slabs) {
+                sum += m.length();
+            }
+            return sum;
+        }
+    }
+
     /** Deregisters every slab; callers guarantee no posted work request still points into one. */
     @Override
     public void close() {

@@ -86,6 +86,8 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     boolean touched;
+    /** Completions and errors, counted by the completion loop (see ChannelCounters). */
+    final ChannelCounters counters = new ChannelCounters();
 
     RdmaChannelImpl(RdmaTransport transport, TransportConfig config, String id, InetSocketAddress remote,
                     InetSocketAddress local, ChannelHandler handler) {
@@ -550,6 +552,12 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
+    /** Bytes this channel has registered (receive slots and send headers); 0 before bind and after release. */
+    long registeredBytes() {
+        RegisteredMemory m = memory;
+        return m == null ? 0 : m.length();
+    }
+
     TransportStats stats() {
         return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
                 send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
@@ -653,6 +661,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void applyBatchOutcomeLocked() {
         FabricException protocolError = receive.batchProtocolError();
         if (protocolError != null) {
+            counters.protocolError();
             failLocked(protocolError);
         } else if (receive.batchFailureStatus() >= 0) {
             failLocked(completionFailure(receive.batchFailureStatus(), receive.batchFailureWhat()));

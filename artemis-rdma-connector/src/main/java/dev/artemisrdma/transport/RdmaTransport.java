@@ -59,8 +59,9 @@ public final class RdmaTransport implements AutoCloseable {
     public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor) throws FabricException {
         checkOpen();
         RdmaServer[] self = new RdmaServer[1];
-        FabricListener listener = fabric.listen(bind, request -> onRequest(request, acceptor));
-        RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]));
+        ListenerStats stats = new ListenerStats();
+        FabricListener listener = fabric.listen(bind, request -> onRequest(stats.counting(request), stats, acceptor));
+        RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);
         LOG.info("{}: listening on {}", name, describe(listener.localAddress()));
@@ -103,12 +104,13 @@ public final class RdmaTransport implements AutoCloseable {
         return ch;
     }
 
-    private void onRequest(ConnectionRequest request, ChannelAcceptor acceptor) {
+    private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor) {
         InetSocketAddress peerAddress = request.peerAddress();
         Handshake.Params peer;
         try {
             peer = Handshake.decodeConnect(request.privateData());
         } catch (Handshake.HandshakeException e) {
+            stats.protocolError();
             LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
                     describe(request.localAddress()), e.getMessage());
             request.reject(Handshake.encodeReject(e.getMessage()));
@@ -232,6 +234,15 @@ public final class RdmaTransport implements AutoCloseable {
     /** Live channels, for tests and monitoring. */
     public int channelCount() {
         return channels.size();
+    }
+
+    /** Bytes registered by the send buffer pools (shared by every channel of this transport), for monitoring. */
+    public long sendPoolBytes() {
+        long sum = 0;
+        for (DeviceResources res : devices.values()) {
+            sum += res.pool.registeredBytes();
+        }
+        return sum;
     }
 
     @Override
