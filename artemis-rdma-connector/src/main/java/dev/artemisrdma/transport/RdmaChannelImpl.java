@@ -244,6 +244,9 @@ final class RdmaChannelImpl implements RdmaChannel {
         try {
             qp = queuePair;
             qpNumber = queuePair.qpNumber();
+            if (loop.failure() != null) {
+                throw loop.failure(); // its queue outlives us only until we let go: the caller destroys qp
+            }
             local = queuePair.localAddress();
             QueuePairCaps caps = queuePair.caps();
             if (caps.maxSendSge() < 2) {
@@ -337,6 +340,24 @@ final class RdmaChannelImpl implements RdmaChannel {
             silent = true;
         }
         notifyClosed();
+    }
+
+    /**
+     * Our completion loop died: nobody will poll this queue pair's completions, so there is nothing to drain. The
+     * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
+     * refused by {@link #attach} instead.
+     */
+    void loopFailed(FabricException why) {
+        lock.lock();
+        try {
+            if (qp == null || state == State.CLOSED) {
+                return;
+            }
+            qp.disconnect();
+        } finally {
+            lock.unlock();
+        }
+        abortUnestablished(why, true);
     }
 
     /** Active side: the accept reply was not acceptable; tear the established connection down properly. */

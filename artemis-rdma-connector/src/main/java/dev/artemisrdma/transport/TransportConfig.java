@@ -30,11 +30,19 @@ import java.util.TreeSet;
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
  * @param retryCount             transport retries on packet loss
  * @param connectTimeout         bound on connect and on an orderly close's drain
+ * @param handshakeTimeout       an accepted connection not established within this is torn down: a peer that
+ *                               sends a connect request and never completes the handshake frees its queue pair
+ *                               and memory after it
+ * @param maxRegisteredMemory    registered (pinned) bytes this transport may hold on each device: connection
+ *                               memory plus send buffer slabs; a connection that would exceed it is refused
+ * @param maxCompletionLoops     completion loops (threads and queues) per device at most; at least
+ *                               completionThreads (unset: 16, or completionThreads when larger)
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
                               long busyPollMicros, int completionThreads, int completionQueueEntries,
-                              int rnrRetryCount, int retryCount, Duration connectTimeout) {
+                              int rnrRetryCount, int retryCount, Duration connectTimeout,
+                              Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -45,7 +53,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
-            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout");
+            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
+            "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -64,6 +73,11 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         if (connectTimeout == null || connectTimeout.isNegative() || connectTimeout.isZero()) {
             throw new IllegalArgumentException("connectTimeout: must be positive, got " + connectTimeout);
         }
+        if (handshakeTimeout == null || handshakeTimeout.isNegative() || handshakeTimeout.isZero()) {
+            throw new IllegalArgumentException("handshakeTimeout: must be positive, got " + handshakeTimeout);
+        }
+        range("maxRegisteredMemory", maxRegisteredMemory, 1 << 20, Long.MAX_VALUE);
+        range("maxCompletionLoops", maxCompletionLoops, completionThreads, 256);
         long perConnection = (long) receiveSlots + 1 + sendQueueDepth;
         if (perConnection > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
@@ -97,6 +111,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.rnrRetryCount = rnrRetryCount;
         b.retryCount = retryCount;
         b.connectTimeout = connectTimeout;
+        b.handshakeTimeout = handshakeTimeout;
+        b.maxRegisteredMemory = maxRegisteredMemory;
+        b.maxCompletionLoops = maxCompletionLoops == defaultMaxCompletionLoops(completionThreads) ? null
+                : maxCompletionLoops;
         return b;
     }
 
@@ -134,10 +152,18 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
                 case "retryCount": b.retryCount = toInt(key, v, false); break;
                 case "connectTimeout": b.connectTimeout = toDuration(key, v); break;
+                case "handshakeTimeout": b.handshakeTimeout = toDuration(key, v); break;
+                case "maxRegisteredMemory": b.maxRegisteredMemory = toLong(key, v, true); break;
+                case "maxCompletionLoops": b.maxCompletionLoops = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
         return b.build();
+    }
+
+    /** Unset, the loop cap is 16, or completionThreads when more are asked for at start. */
+    static int defaultMaxCompletionLoops(int completionThreads) {
+        return Math.max(16, completionThreads);
     }
 
     private static void range(String key, long value, long min, long max) {
@@ -231,6 +257,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int rnrRetryCount = 7;
         private int retryCount = 7;
         private Duration connectTimeout = Duration.ofSeconds(10);
+        private Duration handshakeTimeout = Duration.ofSeconds(10);
+        private long maxRegisteredMemory = 1L << 30;
+        private Integer maxCompletionLoops;
 
         private Builder() {
         }
@@ -249,6 +278,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
         public Builder retryCount(int v) { retryCount = v; return this; }
         public Builder connectTimeout(Duration v) { connectTimeout = v; return this; }
+        public Builder handshakeTimeout(Duration v) { handshakeTimeout = v; return this; }
+        public Builder maxRegisteredMemory(long v) { maxRegisteredMemory = v; return this; }
+        public Builder maxCompletionLoops(int v) { maxCompletionLoops = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
@@ -256,7 +288,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             int interval = signalInterval != null ? signalInterval : Math.max(1, Math.min(16, sendQueueDepth));
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
-                    connectTimeout);
+                    connectTimeout, handshakeTimeout, maxRegisteredMemory,
+                    maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads));
         }
     }
 }

@@ -84,6 +84,7 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger nextPort = new AtomicInteger(40000);
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
+    private volatile boolean stallHandshakes;
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -142,6 +143,39 @@ public final class FakeFabric implements Fabric {
     public void injectSendErrors(int status, int count) {
         injectedStatus = status;
         injectedSendErrors.set(count);
+    }
+
+    /**
+     * The next poll of the completion queue that queue pair {@code qpNumber} uses throws {@code failure} (a
+     * FabricException as from a failing ibv_poll_cq, or any RuntimeException or Error): fault injection for the
+     * thread that polls it.
+     */
+    public void failNextPoll(int qpNumber, Throwable failure) {
+        if (!(failure instanceof FabricException || failure instanceof RuntimeException || failure instanceof Error)) {
+            throw new IllegalArgumentException("poll can throw FabricException, RuntimeException or Error: " + failure);
+        }
+        lock.lock();
+        try {
+            for (FakeQp qp : qps) {
+                if (qp.qpn == qpNumber) {
+                    qp.cq.pollFailure = failure;
+                    qp.cq.signal.signalAll();
+                    return;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        throw new IllegalArgumentException("no queue pair " + qpNumber);
+    }
+
+    /**
+     * While on, connecting peers never complete the handshake (no RTU, as a hostile or vanished peer): accepts
+     * create and prepare the passive queue pair and return, but it is never established and the connecting side
+     * waits until its timeout.
+     */
+    public void stallHandshakes(boolean on) {
+        stallHandshakes = on;
     }
 
     /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
@@ -637,6 +671,7 @@ public final class FakeFabric implements Fabric {
         boolean notified;
         boolean overrun;
         boolean closed;
+        Throwable pollFailure;
 
         FakeCq(int capacity) {
             this.capacity = capacity;
@@ -664,6 +699,15 @@ public final class FakeFabric implements Fabric {
                 }
                 if (overrun) {
                     throw new FabricException("ibv_poll_cq: completion queue overrun (IBV_EVENT_CQ_ERR)");
+                }
+                Throwable failure = pollFailure;
+                pollFailure = null;
+                if (failure instanceof FabricException f) {
+                    throw f;
+                } else if (failure instanceof RuntimeException r) {
+                    throw r;
+                } else if (failure instanceof Error e) {
+                    throw e;
                 }
                 out.clear();
                 while (out.count() < out.capacity() && !entries.isEmpty()) {
@@ -1020,6 +1064,8 @@ public final class FakeFabric implements Fabric {
         /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
         int outcome;
         byte[] rejectData;
+        /** Accepted here while handshakes stall: decided for the passive side, pending for the connecting one. */
+        volatile boolean stalled;
 
         FakeRequest(FakeListener listener, FakeQp active, byte[] privateData) {
             this.listener = listener;
@@ -1030,7 +1076,7 @@ public final class FakeFabric implements Fabric {
         boolean undecided() {
             lock.lock();
             try {
-                return outcome == 0;
+                return outcome == 0 && !stalled;
             } finally {
                 lock.unlock();
             }
@@ -1075,6 +1121,10 @@ public final class FakeFabric implements Fabric {
             } catch (FabricException | RuntimeException e) {
                 destroyQuietly(pqp);
                 throw e;
+            }
+            if (stallHandshakes) {
+                stalled = true;
+                return pqp; // the peer never answers: no established event, the connecting side times out
             }
             lock.lock();
             try {
