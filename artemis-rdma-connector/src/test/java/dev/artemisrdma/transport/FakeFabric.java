@@ -85,6 +85,7 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
     private volatile boolean stallHandshakes;
+    private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -176,6 +177,24 @@ public final class FakeFabric implements Fabric {
      */
     public void stallHandshakes(boolean on) {
         stallHandshakes = on;
+    }
+
+    /**
+     * The peer at {@code address} (a queue pair's local address) hangs: SENDs to it wait on the wire and it
+     * acknowledges nothing, until {@link #thaw}. A disconnect still reaches both sides, as rdma_cm's would.
+     */
+    public void freeze(InetSocketAddress address) {
+        frozen.add(address);
+    }
+
+    public void thaw(InetSocketAddress address) {
+        frozen.remove(address);
+        lock.lock();
+        try {
+            wireWork.signalAll();
+        } finally {
+            lock.unlock();
+        }
     }
 
     /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
@@ -416,6 +435,9 @@ public final class FakeFabric implements Fabric {
                 continue;
             }
             FakeQp peer = qp.peer;
+            if (peer != null && peer.state == QpState.RTS && frozen.contains(peer.local)) {
+                continue; // a hung peer: the SEND waits on the wire
+            }
             if (peer == null || peer.state != QpState.RTS || !peer.rq.isEmpty() || peer.incomingRnrRetry == 0) {
                 wireCursor = (wireCursor + i + 1) % Math.max(1, n);
                 return qp;
