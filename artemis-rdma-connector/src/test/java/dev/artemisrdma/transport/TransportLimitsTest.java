@@ -127,13 +127,13 @@ class TransportLimitsTest {
     void idleSendSlabsGoBackToTheDevice() throws Exception {
         FakeFabric fabric = new FakeFabric();
         try (BufferPool pool = new BufferPool(fabric.device())) {
-            List<PooledBuffer> burst = new ArrayList<>();
+            List<SendBuffer> burst = new ArrayList<>();
             for (int i = 0; i < 5000; i++) { // more than one 1 MiB slab of 256-byte buffers
                 burst.add(pool.allocate(200));
             }
-            PooledBuffer kept = pool.allocate(4000);
+            SendBuffer kept = pool.allocate(4000);
             assertEquals(3, pool.slabCount());
-            burst.forEach(PooledBuffer::release);
+            burst.forEach(SendBuffer::release);
             assertEquals(0, pool.trim(System.nanoTime(), TimeUnit.HOURS.toNanos(1)), "released before idle");
             assertEquals(2, pool.trim(System.nanoTime() + 1, 0), "the two idle 256-byte slabs");
             assertEquals(1, pool.slabCount(), "the slab with a buffer out stays");
