@@ -69,7 +69,13 @@ final class ParallelClose {
                     ORDERLY.toMillis());
             for (RdmaConnection connection : stuck) {
                 // a thread of its own: forceClose waits for the release, and must not queue behind stuck closes
-                Thread t = new Thread(() -> connection.channel().forceClose(), owner + "-disconnect");
+                Thread t = new Thread(() -> {
+                    try {
+                        connection.channel().forceClose();
+                    } catch (RuntimeException | Error e) {
+                        logger.warn("{}: disconnecting connection {} failed", owner, connection.getID(), e);
+                    }
+                }, owner + "-disconnect");
                 t.setDaemon(true);
                 t.start();
             }
