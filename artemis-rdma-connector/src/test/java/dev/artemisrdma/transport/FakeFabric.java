@@ -85,6 +85,7 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
     private volatile boolean stallHandshakes;
+    private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
@@ -195,6 +196,14 @@ public final class FakeFabric implements Fabric {
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * Runs {@code hook} with the queue pair number on the accepting side after its queue pair is created and before
+     * the transport prepares it: the window in which a connection is half set up.
+     */
+    public void beforeAcceptPrepare(java.util.function.IntConsumer hook) {
+        beforeAcceptPrepare = hook;
     }
 
     /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
@@ -1139,6 +1148,7 @@ public final class FakeFabric implements Fabric {
             pqp.incomingRnrRetry = rnrRetryCount;
             pqp.peerPrivateData = privateData.clone();
             try {
+                beforeAcceptPrepare.accept(pqp.qpn);
                 setup.prepare(pqp);
             } catch (FabricException | RuntimeException e) {
                 destroyQuietly(pqp);

@@ -55,6 +55,28 @@ class TransportLimitsTest {
     }
 
     @Test
+    void aConnectionHalfSetUpWhenItsLoopDiesIsRefusedAndTheQueueOutlivesItsQueuePair() throws Exception {
+        try (Connection c = new Connection(small().build(), small().build())) {
+            FabricDevice device = c.fabric.device();
+            c.fabric.beforeAcceptPrepare(qpn -> {
+                c.fabric.failNextPoll(qpn, new FabricException("ibv_poll_cq failed (EIO)"));
+                try {
+                    Peers.await("the loop out of service", 5000, () -> c.serverTransport.completionLoops(device) == 0);
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> c.clientTransport.connect(c.server.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("completion loop"), refused.getMessage());
+            c.fabric.beforeAcceptPrepare(qpn -> { });
+            Peers.await("the dead loop's queue destroyed", 5000, () -> c.fabric.liveCompletionQueues() == 1);
+            c.fabric.assertNoViolations(); // no queue pair was ever created on, or left on, a destroyed queue
+            c.clientTransport.connect(c.server.localAddress(), new Peers.Recorder()).close();
+        }
+    }
+
+    @Test
     void completionLoopsStopAtTheirCapAndTheRefusalNamesTheKey() throws Exception {
         // each loop's queue holds one connection: 9 receives + 40 sends of 64 entries
         TransportConfig server = small().sendQueueDepth(40).completionQueueEntries(64).maxCompletionLoops(2).build();
