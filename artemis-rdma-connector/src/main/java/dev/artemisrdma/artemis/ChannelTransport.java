@@ -6,12 +6,16 @@ import java.util.function.Function;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.RdmaServer;
 
 /** What the Artemis adapters need from the transport: listen and connect. One instance is shared per settings. */
 interface ChannelTransport extends AutoCloseable {
 
-    /** Listens on {@code address}; each accepted channel gets the handler {@code onAccepted} returns for it. */
-    AutoCloseable listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
+    /**
+     * Listens on {@code address}; each accepted channel gets the handler {@code onAccepted} returns for it (null, or
+     * an exception, refuses the connection with the exception's message as the reason).
+     */
+    RdmaServer listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
             throws FabricException;
 
     /** Connects to a listener, blocking until connected, refused or timed out. */
@@ -24,11 +28,4 @@ interface ChannelTransport extends AutoCloseable {
 
     @Override
     void close();
-
-    /** Opens a transport with the given tuning settings on a fabric. */
-    @FunctionalInterface
-    interface Opener {
-        ChannelTransport open(dev.artemisrdma.transport.Fabric fabric, java.util.Map<String, Object> settings)
-                throws FabricException;
-    }
 }

@@ -34,6 +34,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Accepts RDMA connections for the broker and hands each to the CORE protocol manager (no protocol detection, no
  * handshake). Holds a lease on the shared runtime from start to stop.
+ *
+ * <p>Beyond {@code connectionsAllowed} open connections, new ones are refused with the reason. Stopping closes the
+ * connections in parallel and waits at most {@link ParallelClose#ORDERLY} for their orderly closes before
+ * disconnecting the rest, so peers that withhold credits or have hung cannot hold up a broker's stop.
  */
 final class RdmaAcceptor extends AbstractAcceptor {
 
@@ -50,13 +54,14 @@ final class RdmaAcceptor extends AbstractAcceptor {
     private final InetSocketAddress address;
     private final int batchDelay;
     private final boolean directDeliver;
+    private final int connectionsAllowed;
     private final Map<Object, RdmaConnection> connections = new ConcurrentHashMap<>();
     private final ServerConnectionLifeCycleListener tracker = new Tracker();
     private final MetricsManager metricsManager;
     private RdmaRuntime.Lease lease;
     private volatile EndpointMetrics metrics;
     private AcceptorMonitoring monitoring;
-    private AutoCloseable listening;
+    private volatile RdmaServer listening;
     private ScheduledFuture<?> batchFlusher;
     private NotificationService notificationService;
     private boolean started;
@@ -78,6 +83,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
         this.address = new InetSocketAddress(RdmaParameters.host(configuration), RdmaParameters.port(configuration));
         this.batchDelay = RdmaParameters.batchDelay(configuration);
         this.directDeliver = RdmaParameters.directDeliver(configuration);
+        this.connectionsAllowed = RdmaParameters.connectionsAllowed(configuration);
     }
 
     @Override
@@ -107,14 +113,27 @@ final class RdmaAcceptor extends AbstractAcceptor {
         monitoring = AcceptorMonitoring.publish(name, metrics, metricsManager, notificationService);
         started = true;
         notify(CoreNotificationType.ACCEPTOR_STARTED);
-        logger.info("RDMA acceptor '{}' listening on {}", name, address);
+        logger.info("RDMA acceptor '{}' listening on {}:{}", name, address.getHostString(), getActualPort());
     }
 
+    /** A channel passed the handshake; throwing refuses it, the message going to the peer as the reason. */
     private ChannelHandler accepted(RdmaChannel channel) {
+        if (connectionsAllowed != -1 && connections.size() >= connectionsAllowed) {
+            logger.warn("RDMA acceptor '{}': refused a connection from {}: {}={} connections are open (raise it to"
+                    + " allow more)", name, channel.remoteAddress(), RdmaParameters.CONNECTIONS_ALLOWED,
+                    connectionsAllowed);
+            throw new IllegalStateException("connection limit of " + connectionsAllowed + " reached (raise "
+                    + RdmaParameters.CONNECTIONS_ALLOWED + ")");
+        }
         RdmaConnection connection = new RdmaConnection(configuration, handler, tracker, threadPool, batchDelay,
                 directDeliver).bind(channel);
         connections.put(connection.getID(), connection);
-        tracker.connectionCreated(this, connection, core);
+        try {
+            tracker.connectionCreated(this, connection, core);
+        } catch (RuntimeException | Error e) {
+            connections.remove(connection.getID()); // the transport refuses the channel: nothing else will
+            throw e;
+        }
         logger.debug("RDMA acceptor '{}' accepted connection {} from {}", name, channel.id(),
                 channel.remoteAddress());
         EndpointMetrics counting = metrics;
@@ -138,7 +157,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
     }
 
     private void closeListener() {
-        AutoCloseable closing = listening;
+        RdmaServer closing = listening;
         listening = null;
         if (closing != null) {
             try {
@@ -160,9 +179,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
             batchFlusher.cancel(false);
             batchFlusher = null;
         }
-        for (RdmaConnection connection : new ArrayList<>(connections.values())) {
-            connection.destroy();
-        }
+        ParallelClose.closeAll("RDMA acceptor '" + name + "'", new ArrayList<>(connections.values()));
         connections.clear();
         monitoring.close();
         monitoring = null;
@@ -189,7 +206,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
         TypedProperties props = new TypedProperties();
         props.putSimpleStringProperty(SimpleString.of("factory"), SimpleString.of(RdmaAcceptorFactory.class.getName()));
         props.putSimpleStringProperty(SimpleString.of("host"), SimpleString.of(address.getHostString()));
-        props.putIntProperty(SimpleString.of("port"), address.getPort());
+        props.putIntProperty(SimpleString.of("port"), getActualPort());
         try {
             service.sendNotification(new Notification(null, type, props));
         } catch (Exception e) {
@@ -237,9 +254,11 @@ final class RdmaAcceptor extends AbstractAcceptor {
     public void reload() {
     }
 
+    /** The bound port (the one the system chose when port 0 was configured) while listening, else the configured. */
     @Override
     public int getActualPort() {
-        return address.getPort();
+        RdmaServer server = listening;
+        return server != null ? server.localAddress().getPort() : address.getPort();
     }
 
     int connectionCount() {

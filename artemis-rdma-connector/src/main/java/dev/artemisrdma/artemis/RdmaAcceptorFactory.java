@@ -44,6 +44,11 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
         params.putAll(extraParams);
         String what = "RDMA acceptor '" + name + "'";
         RdmaParameters.check(what, params, RdmaParameters.ACCEPTOR_KEYS);
+        try {
+            RdmaParameters.connectionsAllowed(params);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(what + ": " + e.getMessage(), e);
+        }
         ProtocolManager core = protocolMap.get(ActiveMQClient.DEFAULT_CORE_PROTOCOL);
         if (core == null || !listsCore(params.get(RdmaParameters.PROTOCOLS))) {
             throw new IllegalArgumentException(what + " carries the CORE protocol only, but its protocols setting '"

@@ -16,7 +16,7 @@ import org.apache.activemq.artemis.utils.ConfigurationHelper;
  * key and lists the valid ones.
  *
  * <p>Keys this layer reads itself: {@value #HOST}, {@value #PORT}, {@value #BATCH_DELAY}, {@value #DIRECT_DELIVER}
- * (acceptor only). Every key of {@link #TRANSPORT_KEYS} goes unchanged to the transport (its defaults and ranges
+ * and {@value #CONNECTIONS_ALLOWED} (acceptor only). Every key of {@link #TRANSPORT_KEYS} goes unchanged to the transport (its defaults and ranges
  * are the transport's). The acceptor also tolerates {@value #PROTOCOLS} (read by the broker) and {@value #SCHEME}
  * (added by the broker's {@code tcp://} URL parser when an acceptor is switched by {@link RdmaAcceptorPlugin}).
  */
@@ -28,6 +28,8 @@ public final class RdmaParameters {
     public static final String BATCH_DELAY = "batchDelay";
     /** Acceptor: deliver messages on the calling thread (Netty's default: true). */
     public static final String DIRECT_DELIVER = "directDeliver";
+    /** Acceptor: connections open at once at most (the standard Artemis key); -1 (the default) for no limit. */
+    public static final String CONNECTIONS_ALLOWED = "connectionsAllowed";
     public static final String PROTOCOLS = "protocols";
     public static final String SCHEME = "scheme";
     /** Connector: the {@code factory} tag of the client's meters (see {@link RdmaClientMetrics}); default host:port. */
@@ -37,6 +39,7 @@ public final class RdmaParameters {
     public static final int DEFAULT_PORT = 61700;
     public static final int DEFAULT_BATCH_DELAY = 0;
     public static final boolean DEFAULT_DIRECT_DELIVER = true;
+    public static final int DEFAULT_CONNECTIONS_ALLOWED = -1;
 
     /**
      * Tuning keys handed to the transport ({@link TransportConfig#fromMap}: receive slots, slot size, frame size,
@@ -46,7 +49,8 @@ public final class RdmaParameters {
     public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
     static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME));
-    static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, PROTOCOLS, SCHEME));
+    static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, CONNECTIONS_ALLOWED,
+            PROTOCOLS, SCHEME));
 
     private RdmaParameters() {
     }
@@ -89,6 +93,25 @@ public final class RdmaParameters {
 
     static String metricsName(Map<String, ?> params) {
         return ConfigurationHelper.getStringProperty(METRICS_NAME, host(params) + ":" + port(params), params);
+    }
+
+    /** The acceptor's connection limit, -1 for none; anything else below 1 is refused, naming the key. */
+    static int connectionsAllowed(Map<String, ?> params) {
+        Object value = params.get(CONNECTIONS_ALLOWED);
+        if (value == null) {
+            return DEFAULT_CONNECTIONS_ALLOWED;
+        }
+        int allowed;
+        try {
+            allowed = Integer.parseInt(value.toString().trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(CONNECTIONS_ALLOWED + ": not an integer: '" + value + "'");
+        }
+        if (allowed < 1 && allowed != -1) {
+            throw new IllegalArgumentException(CONNECTIONS_ALLOWED + ": must be -1 (no limit) or at least 1, got "
+                    + allowed);
+        }
+        return allowed;
     }
 
     static boolean directDeliver(Map<String, ?> params) {

@@ -20,6 +20,9 @@ import org.slf4j.LoggerFactory;
  * no-argument constructor implementing {@code java.util.function.Supplier<dev.artemisrdma.transport.Fabric>}; it is
  * read each time the fabric is (re)created. Unset, the real verbs fabric ({@link VerbsFabric}) is used. Tests set it
  * to a supplier of the in-memory fake fabric.
+ *
+ * <p><b>Closing.</b> The last lease closes its transport, and the last transport the fabric, outside the global lock:
+ * a close may wait for peers, and must not hold up every other acceptor and connector of the JVM meanwhile.
  */
 public final class RdmaRuntime {
 
@@ -29,9 +32,9 @@ public final class RdmaRuntime {
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final Object LOCK = new Object();
     private static final Map<Map<String, Object>, Shared> transports = new HashMap<>();
-    private static final ChannelTransport.Opener DEFAULT_OPENER = TransportAdapter::open;
-    private static ChannelTransport.Opener opener = DEFAULT_OPENER;
     private static Fabric fabric;
+    /** Transports closing outside the lock: the fabric stays until they are done. */
+    private static int closing;
 
     private RdmaRuntime() {
     }
@@ -52,10 +55,30 @@ public final class RdmaRuntime {
         @Override
         public void close() {
             synchronized (LOCK) {
-                if (!closed) {
-                    closed = true;
-                    release(shared);
+                if (closed) {
+                    return;
                 }
+                closed = true;
+                if (--shared.leases > 0) {
+                    return;
+                }
+                transports.remove(shared.settings);
+                closing++;
+            }
+            Fabric unused = null;
+            try {
+                shared.transport.close();
+                logger.debug("RDMA transport with settings {} closed", shared.settings);
+            } finally {
+                synchronized (LOCK) {
+                    if (--closing == 0 && transports.isEmpty() && fabric != null) {
+                        unused = fabric;
+                        fabric = null;
+                    }
+                }
+            }
+            if (unused != null) {
+                closeFabric(unused);
             }
         }
     }
@@ -86,10 +109,11 @@ public final class RdmaRuntime {
                     fabric = createFabric();
                 }
                 try {
-                    shared = new Shared(Map.copyOf(settings), opener.open(fabric, settings));
-                } catch (FabricException | RuntimeException e) {
+                    shared = new Shared(Map.copyOf(settings), TransportAdapter.open(fabric, settings));
+                } catch (RuntimeException e) {
                     if (newFabric) {
-                        closeFabric();
+                        closeFabric(fabric);
+                        fabric = null;
                     }
                     throw e;
                 }
@@ -101,23 +125,9 @@ public final class RdmaRuntime {
         }
     }
 
-    private static void release(Shared shared) {
-        if (--shared.leases > 0) {
-            return;
-        }
-        transports.remove(shared.settings);
-        shared.transport.close();
-        logger.debug("RDMA transport with settings {} closed", shared.settings);
-        if (transports.isEmpty()) {
-            closeFabric();
-        }
-    }
-
-    private static void closeFabric() {
-        Fabric closing = fabric;
-        fabric = null;
-        closing.close();
-        logger.debug("RDMA fabric {} closed", closing);
+    private static void closeFabric(Fabric unused) {
+        unused.close();
+        logger.debug("RDMA fabric {} closed", unused);
     }
 
     private static Fabric createFabric() throws FabricException {
@@ -154,23 +164,6 @@ public final class RdmaRuntime {
             }
         }
         return Class.forName(name, true, RdmaRuntime.class.getClassLoader());
-    }
-
-    /** Test seam: how a transport is opened on a fabric. Only while no transport is open. */
-    static void setOpener(ChannelTransport.Opener newOpener) {
-        synchronized (LOCK) {
-            if (!transports.isEmpty()) {
-                throw new IllegalStateException("RDMA transports are open: " + transports.keySet());
-            }
-            opener = newOpener;
-        }
-    }
-
-    /** True when a test replaced the transport protocol (see {@link #setOpener}). */
-    static boolean usesLoopbackForTests() {
-        synchronized (LOCK) {
-            return opener != DEFAULT_OPENER;
-        }
     }
 
     /** Number of open transports (for tests and diagnostics). */

@@ -8,6 +8,7 @@ import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.TransportConfig;
 
@@ -26,7 +27,7 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
-    public AutoCloseable listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
+    public RdmaServer listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
             throws FabricException {
         return transport.listen(address, onAccepted::apply);
     }

@@ -9,7 +9,8 @@ import org.slf4j.LoggerFactory;
  * Send buffers in registered memory for one device, in power-of-two size classes from 256 bytes to 1 MiB. Each
  * class grows by registering a slab and carving it up once; buffers then cycle through a free stack, so
  * steady-state allocation neither allocates on the Java heap nor registers memory. Frames above 1 MiB (rare:
- * Artemis splits large messages) get a registration of their own, deregistered once sent.
+ * Artemis splits large messages) get a registration of their own, deregistered once sent. A slab none of whose
+ * buffers has been in use for a while is deregistered by {@link #trim}, so a burst does not pin memory for ever.
  *
  * <p>Thread-safe: callers allocate from any thread; completion loops free.
  */
@@ -74,6 +75,22 @@ final class BufferPool implements AutoCloseable {
         }
     }
 
+    /** Deregisters every slab that has had no buffer out for {@code idleNanos} (as of {@code now}). */
+    int trim(long now, long idleNanos) {
+        int released = 0;
+        for (SizeClass c : classes) {
+            released += c.trim(now, idleNanos);
+        }
+        return released;
+    }
+
+    /** Registered slabs, for tests and monitoring. */
+    int slabCount() {
+        synchronized (slabs) {
+            return slabs.size();
+        }
+    }
+
     /** Deregisters every slab; callers guarantee no posted work request still points into one. */
     @Override
     public void close() {
@@ -86,9 +103,30 @@ final class BufferPool implements AutoCloseable {
         }
     }
 
+    /** A slab of one size class: how many of its buffers are out, and since when none is. */
+    private static final class Slab {
+        final RegisteredMemory memory;
+        final long start;
+        final long end;
+        int inUse;
+        long idleSince;
+
+        Slab(RegisteredMemory memory, long now) {
+            this.memory = memory;
+            this.start = memory.address();
+            this.end = start + memory.length();
+            this.idleSince = now;
+        }
+
+        boolean holds(PooledBuffer b) {
+            return b.address() >= start && b.address() < end;
+        }
+    }
+
     /** Buffers of one size; a stack of free ones. */
     final class SizeClass {
         private final int size;
+        private final List<Slab> own = new ArrayList<>();
         private PooledBuffer[] free = new PooledBuffer[16];
         private int count;
 
@@ -102,6 +140,7 @@ final class BufferPool implements AutoCloseable {
             }
             PooledBuffer b = free[--count];
             free[count] = null;
+            slabOf(b).inUse++;
             return b;
         }
 
@@ -110,6 +149,49 @@ final class BufferPool implements AutoCloseable {
                 free = java.util.Arrays.copyOf(free, count * 2);
             }
             free[count++] = b;
+            Slab slab = slabOf(b);
+            if (--slab.inUse == 0) {
+                slab.idleSince = System.nanoTime();
+            }
+        }
+
+        private Slab slabOf(PooledBuffer b) {
+            for (int i = own.size() - 1; i >= 0; i--) {
+                Slab slab = own.get(i);
+                if (slab.holds(b)) {
+                    return slab;
+                }
+            }
+            throw new IllegalStateException("buffer at " + Long.toHexString(b.address()) + " is in no slab of the "
+                    + size + "-byte class");
+        }
+
+        /** Deregisters slabs idle since {@code idleNanos} before {@code now}, their buffers leaving the stack. */
+        synchronized int trim(long now, long idleNanos) {
+            int released = 0;
+            for (int i = own.size() - 1; i >= 0; i--) {
+                Slab slab = own.get(i);
+                if (slab.inUse > 0 || now - slab.idleSince < idleNanos) {
+                    continue;
+                }
+                int kept = 0;
+                for (int j = 0; j < count; j++) {
+                    if (!slab.holds(free[j])) {
+                        free[kept++] = free[j];
+                    }
+                }
+                java.util.Arrays.fill(free, kept, count, null);
+                count = kept;
+                own.remove(i);
+                synchronized (slabs) {
+                    if (slabs.remove(slab.memory)) { // else the pool was closed, and the slab with it
+                        slab.memory.close();
+                    }
+                }
+                released++;
+                LOG.debug("send pool on {}: {}-byte slab idle, deregistered", device.name(), size);
+            }
+            return released;
         }
 
         private void grow() throws FabricException {
@@ -122,6 +204,7 @@ final class BufferPool implements AutoCloseable {
                 slab = device.register(bytes);
                 slabs.add(slab);
             }
+            own.add(new Slab(slab, System.nanoTime()));
             LOG.debug("send pool on {}: registered {} bytes for {}-byte buffers", device.name(), bytes, size);
             int n = bytes / size;
             if (free.length < count + n) {

@@ -3,6 +3,7 @@ package dev.artemisrdma.transport;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -18,6 +19,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The queue is sized for the sum of what its channels can have outstanding: each channel reserves its receives
  * plus its send budget, and a loop that cannot fit another channel refuses it (overrunning a CQ is fatal).
+ *
+ * <p>Failure. Whatever ends the thread early (a failed poll, or any Throwable out of a channel's completion
+ * handling) takes the loop out of service at once: it refuses new channels, tells its owner (which stops picking
+ * it), and fails its channels with the cause: those with a queue pair are torn down there and then, since nobody
+ * will poll their completions any more, and one still being set up is refused when it attaches. The queue itself is
+ * destroyed only when the last channel has let go of it, so no queue pair is ever created on a freed queue.
  */
 final class CompletionLoop implements Runnable {
 
@@ -48,10 +55,20 @@ final class CompletionLoop implements Runnable {
     private CompletionQueue cq;
     private Thread thread;
     private volatile boolean running = true;
+    /** Why the loop died; null while it is in service. Set under {@link #registry}. */
+    private volatile FabricException failure;
+    private boolean queueClosed;
+    private final Consumer<CompletionLoop> onFailure;
 
     CompletionLoop(String name, FabricDevice device, TransportConfig config) {
+        this(name, device, config, loop -> { });
+    }
+
+    /** {@code onFailure} runs on the dying thread, before the channels are failed: take the loop out of use. */
+    CompletionLoop(String name, FabricDevice device, TransportConfig config, Consumer<CompletionLoop> onFailure) {
         this.name = name;
         this.device = device;
+        this.onFailure = onFailure;
         int deviceMax = device.limits() == null || device.limits().maxCqe() <= 0
                 ? Integer.MAX_VALUE : device.limits().maxCqe();
         this.requestedEntries = Math.min(config.completionQueueEntries(), deviceMax);
@@ -67,10 +84,13 @@ final class CompletionLoop implements Runnable {
 
     /**
      * Reserves {@code entries} completion queue entries for a channel; returns its index, or -1 when this loop's
-     * queue cannot hold it. Creates the queue and starts the thread on first use.
+     * queue cannot hold it or the loop has failed. Creates the queue and starts the thread on first use.
      */
     int register(RdmaChannelImpl channel, int entries) throws FabricException {
         synchronized (registry) {
+            if (failure != null) {
+                return -1;
+            }
             if (!running) {
                 throw new FabricException("completion loop " + name + " is stopped");
             }
@@ -110,6 +130,21 @@ final class CompletionLoop implements Runnable {
                 reservedEntries -= entries;
                 registered--;
             }
+            closeQueueIfAbandonedLocked();
+        }
+    }
+
+    /** Why this loop died, or null while it is in service. A channel not yet attached must not use its queue. */
+    FabricException failure() {
+        return failure;
+    }
+
+    /** A failed loop's queue goes once no channel holds a place on it: none can create a queue pair on it then. */
+    private void closeQueueIfAbandonedLocked() {
+        if (failure != null && registered == 0 && cq != null && !queueClosed) {
+            queueClosed = true;
+            cq.close();
+            LOG.info("{}: completion queue of the failed loop destroyed", name);
         }
     }
 
@@ -189,12 +224,41 @@ final class CompletionLoop implements Runnable {
                     tick(lastTick);
                 }
             }
-        } catch (FabricException | RuntimeException | Error e) {
-            LOG.error("{}: completion loop on {} failed; its channels can no longer complete work", name,
-                    device.name(), e);
-            failAll(e);
-        } finally {
-            drainAndClose(batch);
+        } catch (Throwable e) {
+            fail(e);
+            return;
+        }
+        drainAndClose(batch);
+    }
+
+    /** Out of service at once, the owner told, every channel failed with the cause; the queue goes last. */
+    private void fail(Throwable e) {
+        FabricException why = new FabricException("completion loop " + name + " on " + device.name() + " failed: "
+                + e, e);
+        int channelCount;
+        synchronized (registry) {
+            failure = why;
+            channelCount = registered;
+        }
+        LOG.error("{}: completion loop on {} died; taken out of service, failing its {} connections", name,
+                device.name(), channelCount, e);
+        try {
+            onFailure.accept(this);
+        } catch (RuntimeException | Error t) {
+            LOG.error("{}: removing the failed loop from service failed", name, t);
+        }
+        for (int i = 0, n = channels.length(); i < n; i++) {
+            RdmaChannelImpl ch = channels.get(i);
+            if (ch != null) {
+                try {
+                    ch.loopFailed(why);
+                } catch (RuntimeException | Error t) {
+                    LOG.error("{}: failing channel {} failed", name, ch.id(), t);
+                }
+            }
+        }
+        synchronized (registry) {
+            closeQueueIfAbandonedLocked();
         }
     }
 
@@ -251,15 +315,6 @@ final class CompletionLoop implements Runnable {
                 } catch (RuntimeException e) {
                     LOG.error("{}: channel {} failed on tick", name, ch.id(), e);
                 }
-            }
-        }
-    }
-
-    private void failAll(Throwable e) {
-        for (int i = 0, n = channels.length(); i < n; i++) {
-            RdmaChannelImpl ch = channels.get(i);
-            if (ch != null) {
-                ch.forceClose();
             }
         }
     }

@@ -79,6 +79,10 @@ final class RdmaChannelImpl implements RdmaChannel {
     private boolean closedNotified;
     private boolean silent;
     private boolean causeIsFlush;
+    /** The reason rdma_cm gave for the peer's disconnect, until the drain settles the cause (under the lock). */
+    private String peerDisconnect;
+    /** The drain was begun by the peer's disconnect: successful receives are still delivered (loop thread reads). */
+    private volatile boolean peerDrain;
     private boolean drainTimedOut;
     private long closeDeadline;
     private long drainDeadline;
@@ -214,6 +218,9 @@ final class RdmaChannelImpl implements RdmaChannel {
         try {
             qp = queuePair;
             qpNumber = queuePair.qpNumber();
+            if (loop.failure() != null) {
+                throw loop.failure(); // its queue outlives us only until we let go: the caller destroys qp
+            }
             local = queuePair.localAddress();
             QueuePairCaps caps = queuePair.caps();
             if (caps.maxSendSge() < 2) {
@@ -276,22 +283,34 @@ final class RdmaChannelImpl implements RdmaChannel {
                     || (state == ChannelState.DRAINING && !causeIsFlush)) {
                 return; // our own disconnect coming back, or already failing
             }
-            FabricException why = null;
+            // The cause is settled when the drain ends, not here: the peer's last frames (its goodbye among them)
+            // may still wait in the completion queue, and only the loop thread can tell whether they came.
             if (!closeRequested || !send.outboxEmpty()) {
-                why = new FabricException(receive.remoteClosing()
-                        ? "channel " + id + ": peer " + describe(remote) + " closed the connection"
-                        : "channel " + id + ": connection to " + describe(remote) + " lost: " + reason);
-                LOG.info("{}", why.getMessage());
+                peerDisconnect = reason;
             }
+            peerDrain = true; // what the peer sent before disconnecting is still delivered
             if (state == ChannelState.DRAINING) {
-                cause = why; // the disconnect explains the flushes seen before it
+                cause = null; // the disconnect explains the flushes seen before it
                 causeIsFlush = false;
                 return;
             }
-            beginDisconnectLocked(why);
+            beginDisconnectLocked(null);
         } finally {
             lock.unlock();
         }
+    }
+
+    /** After the drain: a peer's disconnect is an orderly close if its goodbye arrived, else a lost connection. */
+    private void settlePeerDisconnectLocked() {
+        if (peerDisconnect == null || (cause != null && !causeIsFlush)) {
+            return;
+        }
+        cause = new FabricException(receive.remoteClosing()
+                ? "channel " + id + ": peer " + describe(remote) + " closed the connection"
+                : "channel " + id + ": connection to " + describe(remote) + " lost: " + peerDisconnect);
+        causeIsFlush = false;
+        peerDisconnect = null;
+        LOG.info("{}", cause.getMessage());
     }
 
     /**
@@ -300,6 +319,14 @@ final class RdmaChannelImpl implements RdmaChannel {
      * there), which this waits for, briefly.
      */
     void abortUnestablished(FabricException why, boolean notifyHandler) {
+        abortUnestablished(why, notifyHandler, false);
+    }
+
+    /**
+     * {@code loopGone}: called on our completion loop's thread as it dies; it polls nothing any more, so the memory
+     * is released here (nobody else would).
+     */
+    private void abortUnestablished(FabricException why, boolean notifyHandler, boolean loopGone) {
         boolean releaseHere;
         lock.lock();
         try {
@@ -317,7 +344,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 qp.close(); // never established, or established and failed: the fabric flushed nothing we wait for
                 receivesOutstanding = 0;
             }
-            releaseHere = index < 0; // no loop slot taken: no loop thread can know this channel
+            releaseHere = index < 0 || loopGone; // no loop slot taken: no loop thread can know this channel
             if (releaseHere) {
                 moveTo(ChannelState.CLOSED);
                 releaseLocked();
@@ -332,6 +359,27 @@ final class RdmaChannelImpl implements RdmaChannel {
         } else {
             awaitClosed(CLOSE_GRACE_NANOS);
         }
+    }
+
+    /**
+     * Our completion loop died: nobody will poll this queue pair's completions, so there is nothing to drain. The
+     * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
+     * refused by {@link #attach} instead.
+     */
+    void loopFailed(FabricException why) {
+        lock.lock();
+        try {
+            if (qp == null || state == ChannelState.CLOSED) {
+                return;
+            }
+            if (cause == null) {
+                cause = why; // before the disconnect event can offer a lesser reason
+            }
+            qp.disconnect();
+        } finally {
+            lock.unlock();
+        }
+        abortUnestablished(why, true, true);
     }
 
     /** Active side: the accept reply was not acceptable; tear the established connection down properly. */
@@ -614,7 +662,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     void onReceiveCompletion(int slot, int status, int byteLength) {
-        receive.onReceive(slot, status, byteLength, state.tearingDown());
+        // a drain the peer began still delivers what it sent first: successful completions precede the flushes
+        receive.onReceive(slot, status, byteLength, state.tearingDown(), peerDrain);
     }
 
     private void deliver(ByteBuffer frame) {
@@ -894,6 +943,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Destroy the queue pair, then release what its work requests pointed at, then the connection's memory. */
     private void finishTeardownLocked() {
+        settlePeerDisconnectLocked();
         moveTo(ChannelState.CLOSED);
         if (qp != null) {
             qp.close();

@@ -7,6 +7,9 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -17,11 +20,18 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Owns, per device, the send buffer pool and the completion loops (created when a connection first uses the
  * device). Closing it closes servers, then channels, then completion queues, then memory.
+ *
+ * <p>Bounds: every registration counts against {@code maxRegisteredMemory} ({@link AccountedDevice}); loops per
+ * device stop at {@code maxCompletionLoops}; an accepted connection must complete its handshake within
+ * {@code handshakeTimeout} ({@link HandshakeDeadline}); send buffer slabs idle for {@value #SLAB_IDLE_SECONDS} s are
+ * deregistered. A bound that is reached refuses or fails that one connection, with the reason and the key.
  */
 public final class RdmaTransport implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
     private static final AtomicLong TRANSPORTS = new AtomicLong();
+    /** Send buffer slabs entirely free for this long go back to the device. */
+    static final long SLAB_IDLE_SECONDS = 30;
 
     private final Fabric fabric;
     private final TransportConfig config;
@@ -31,6 +41,7 @@ public final class RdmaTransport implements AutoCloseable {
     private final Set<RdmaChannelImpl> channels = ConcurrentHashMap.newKeySet();
     private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
     private final ReassemblyBudget reassemblyBudget;
+    private final ScheduledExecutorService timer;
     private volatile boolean closed;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
@@ -38,6 +49,15 @@ public final class RdmaTransport implements AutoCloseable {
         this.config = config;
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
         this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread thread = new Thread(r, name + "-timer");
+            thread.setDaemon(true);
+            thread.setUncaughtExceptionHandler((th, e) -> LOG.error("{}: {} died", name, th.getName(), e));
+            return thread;
+        });
+        t.setRemoveOnCancelPolicy(true);
+        this.timer = t;
+        timer.scheduleWithFixedDelay(this::trimIdleSlabs, SLAB_IDLE_SECONDS, SLAB_IDLE_SECONDS, TimeUnit.SECONDS);
     }
 
     public static RdmaTransport create(Fabric fabric, TransportConfig config) {
@@ -80,7 +100,7 @@ public final class RdmaTransport implements AutoCloseable {
                 config.rnrRetryCount(), config.retryCount(), config.connectTimeout());
         QueuePair qp;
         try {
-            qp = fabric.connect(remote, ch.setup(), options, ch.events());
+            qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
         } catch (ConnectionRejectedException e) {
             String reason = Handshake.decodeReject(e.rejectData());
             FabricException why = new FabricException("rejected by " + describe(remote) + ": " + reason, e);
@@ -144,10 +164,12 @@ public final class RdmaTransport implements AutoCloseable {
         }
         ch.setHandler(handler);
         channels.add(ch);
+        HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer);
         try {
-            request.accept(ch.setup(), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
-                    ch.events());
+            request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
+                    deadline);
         } catch (FabricException | RuntimeException e) {
+            deadline.cancel();
             LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress), e.getMessage());
             try {
                 request.reject(Handshake.encodeReject("server cannot take the connection: " + e.getMessage()));
@@ -162,6 +184,41 @@ public final class RdmaTransport implements AutoCloseable {
     /** The heap all channels together may hold for reassembly ({@code reassemblyMemory}). */
     ReassemblyBudget reassemblyBudget() {
         return reassemblyBudget;
+    }
+
+    /** The channel's setup, registering its memory on the transport's accounted view of the device. */
+    private ConnectionSetup accounted(ConnectionSetup setup) {
+        return new ConnectionSetup() {
+            @Override
+            public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
+                return setup.queuePairSpec(resources(device).accounted);
+            }
+
+            @Override
+            public void prepare(QueuePair queuePair) throws FabricException {
+                setup.prepare(queuePair);
+            }
+        };
+    }
+
+    /** Registered bytes this transport holds on {@code device} (connections and send buffers). */
+    long registeredBytes(FabricDevice device) {
+        return resources(device).accounted.registeredBytes();
+    }
+
+    /** Completion loops in service on {@code device}. */
+    int completionLoops(FabricDevice device) {
+        return resources(device).loops.size();
+    }
+
+    private void trimIdleSlabs() {
+        try {
+            for (DeviceResources res : devices.values()) {
+                res.pool.trim(System.nanoTime(), TimeUnit.SECONDS.toNanos(SLAB_IDLE_SECONDS));
+            }
+        } catch (RuntimeException | Error e) {
+            LOG.error("{}: returning idle send buffer slabs failed", name, e);
+        }
     }
 
     private String nextId() {
@@ -192,6 +249,10 @@ public final class RdmaTransport implements AutoCloseable {
                 return found;
             }
             checkOpen();
+            if (res.loops.size() >= config.maxCompletionLoops()) {
+                throw new FabricException("completion loop limit (raise maxCompletionLoops) reached on "
+                        + device.name() + ": all " + res.loops.size() + " loops are full");
+            }
             CompletionLoop added = res.addLoop();
             int index = added.register(channel, entries);
             if (index < 0) {
@@ -218,7 +279,8 @@ public final class RdmaTransport implements AutoCloseable {
     }
 
     private DeviceResources resources(FabricDevice device) {
-        return devices.computeIfAbsent(device, d -> new DeviceResources(d, name, config));
+        FabricDevice raw = device instanceof AccountedDevice a ? a.raw() : device;
+        return devices.computeIfAbsent(raw, d -> new DeviceResources(d, name, config));
     }
 
     void channelClosed(RdmaChannelImpl channel) {
@@ -251,6 +313,7 @@ public final class RdmaTransport implements AutoCloseable {
             return;
         }
         closed = true;
+        timer.shutdownNow();
         for (RdmaServer s : new ArrayList<>(servers)) {
             s.close();
         }
@@ -293,24 +356,28 @@ public final class RdmaTransport implements AutoCloseable {
     /** What the transport holds per device: its send buffer pool and completion loops (more are added as needed). */
     private static final class DeviceResources {
         final FabricDevice device;
+        final AccountedDevice accounted;
         final String transportName;
         final TransportConfig config;
         final BufferPool pool;
+        /** Loops in service; a failed one leaves at once (it finishes dying on its own). */
         final List<CompletionLoop> loops = new CopyOnWriteArrayList<>();
+        private int loopsMade;
 
         DeviceResources(FabricDevice device, String transportName, TransportConfig config) {
             this.device = device;
+            this.accounted = new AccountedDevice(device, config.maxRegisteredMemory());
             this.transportName = transportName;
             this.config = config;
-            pool = new BufferPool(device);
+            pool = new BufferPool(accounted);
             for (int i = 0; i < config.completionThreads(); i++) {
                 addLoop();
             }
         }
 
-        CompletionLoop addLoop() {
-            CompletionLoop loop = new CompletionLoop(transportName + "-" + device.name() + "-cq" + loops.size(), device,
-                    config);
+        synchronized CompletionLoop addLoop() {
+            CompletionLoop loop = new CompletionLoop(transportName + "-" + device.name() + "-cq" + loopsMade++,
+                    accounted, config, loops::remove);
             loops.add(loop);
             return loop;
         }

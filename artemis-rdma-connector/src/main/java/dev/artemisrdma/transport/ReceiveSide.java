@@ -84,14 +84,18 @@ final class ReceiveSide {
         list.add(recvWrId(slot), m.address() + (long) slot * slotSize, slotSize, m.lkey());
     }
 
-    /** One receive completion. {@code tearingDown}: the slot is not reposted and nothing more is delivered. */
-    void onReceive(int slot, int status, int byteLength, boolean tearingDown) {
+    /**
+     * One receive completion. {@code tearingDown}: the slot is not reposted and, unless {@code deliverWhileDraining}
+     * (the peer disconnected: what it sent before is still its data, as TCP delivers data before a FIN), nothing more
+     * is delivered.
+     */
+    void onReceive(int slot, int status, int byteLength, boolean tearingDown, boolean deliverWhileDraining) {
         batchReceived++;
         if (status != WcStatus.SUCCESS) {
             noteFailure(status, "receive");
             return;
         }
-        if (tearingDown || batchProtocolError != null) {
+        if ((tearingDown && !deliverWhileDraining) || batchProtocolError != null) {
             return;
         }
         int base = slot * slotSize;

@@ -37,13 +37,21 @@ import java.util.TreeSet;
  * @param reassemblyTimeout      how long a fragmented frame may stay unfinished before its connection fails
  * @param closeTimeout           bound on an orderly close: pending frames are flushed for at most this long, then the
  *                               connection is disconnected; {@code close()} returns within closeTimeout + 1 s
+ * @param handshakeTimeout       an accepted connection not established within this is torn down: a peer that
+ *                               sends a connect request and never completes the handshake frees its queue pair
+ *                               and memory after it
+ * @param maxRegisteredMemory    registered (pinned) bytes this transport may hold on each device: connection
+ *                               memory plus send buffer slabs; a connection that would exceed it is refused
+ * @param maxCompletionLoops     completion loops (threads and queues) per device at most; at least
+ *                               completionThreads (unset: 16, or completionThreads when larger)
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
                               long busyPollMicros, int completionThreads, int completionQueueEntries,
                               int rnrRetryCount, int retryCount, Duration connectTimeout,
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
-                              Duration closeTimeout) {
+                              Duration closeTimeout,
+                              Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -57,7 +65,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
-            "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout");
+            "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
+            "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -78,6 +87,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("reassemblyMemory", reassemblyMemory, maxReassemblyBytes, Long.MAX_VALUE);
         positive("reassemblyTimeout", reassemblyTimeout);
         positive("closeTimeout", closeTimeout);
+        positive("handshakeTimeout", handshakeTimeout);
+        range("maxRegisteredMemory", maxRegisteredMemory, 1 << 20, Long.MAX_VALUE);
+        range("maxCompletionLoops", maxCompletionLoops, completionThreads, 256);
         long perConnection = (long) receiveSlots + 1 + sendQueueDepth;
         if (perConnection > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
@@ -115,6 +127,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.reassemblyMemory = reassemblyMemory;
         b.reassemblyTimeout = reassemblyTimeout;
         b.closeTimeout = closeTimeout;
+        b.handshakeTimeout = handshakeTimeout;
+        b.maxRegisteredMemory = maxRegisteredMemory;
+        b.maxCompletionLoops = maxCompletionLoops == defaultMaxCompletionLoops(completionThreads) ? null
+                : maxCompletionLoops;
         return b;
     }
 
@@ -156,10 +172,18 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "reassemblyMemory": b.reassemblyMemory = toLong(key, v, true); break;
                 case "reassemblyTimeout": b.reassemblyTimeout = toDuration(key, v); break;
                 case "closeTimeout": b.closeTimeout = toDuration(key, v); break;
+                case "handshakeTimeout": b.handshakeTimeout = toDuration(key, v); break;
+                case "maxRegisteredMemory": b.maxRegisteredMemory = toLong(key, v, true); break;
+                case "maxCompletionLoops": b.maxCompletionLoops = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
         return b.build();
+    }
+
+    /** Unset, the loop cap is 16, or completionThreads when more are asked for at start. */
+    static int defaultMaxCompletionLoops(int completionThreads) {
+        return Math.max(16, completionThreads);
     }
 
     private static void range(String key, long value, long min, long max) {
@@ -263,6 +287,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private long reassemblyMemory = 256L << 20;
         private Duration reassemblyTimeout = Duration.ofSeconds(30);
         private Duration closeTimeout = Duration.ofSeconds(2);
+        private Duration handshakeTimeout = Duration.ofSeconds(10);
+        private long maxRegisteredMemory = 1L << 30;
+        private Integer maxCompletionLoops;
 
         private Builder() {
         }
@@ -285,6 +312,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder reassemblyMemory(long v) { reassemblyMemory = v; return this; }
         public Builder reassemblyTimeout(Duration v) { reassemblyTimeout = v; return this; }
         public Builder closeTimeout(Duration v) { closeTimeout = v; return this; }
+        public Builder handshakeTimeout(Duration v) { handshakeTimeout = v; return this; }
+        public Builder maxRegisteredMemory(long v) { maxRegisteredMemory = v; return this; }
+        public Builder maxCompletionLoops(int v) { maxCompletionLoops = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
@@ -293,7 +323,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
                     connectTimeout,
-                    maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout);
+                    maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
+                    maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads));
         }
     }
 }

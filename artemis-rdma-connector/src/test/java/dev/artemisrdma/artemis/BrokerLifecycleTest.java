@@ -37,12 +37,13 @@ class BrokerLifecycleTest {
         try (EmbeddedBroker broker = EmbeddedBroker.fromBrokerProperties(dataDir, HOST, port)) {
             assertInstanceOf(RdmaAcceptor.class, broker.server().getRemotingService().getAcceptor("rdma"));
             try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + HOST + ":" + port)) {
-                long copiedBefore = LoopbackTransport.copiedWrites.get();
+                long copiedBefore = RdmaConnection.COPIED_PACKETS.sum();
+                long zeroCopyBefore = RdmaConnection.ZERO_COPY_PACKETS.sum();
                 JmsScenarios.queueRoundTrip(cf, "props.queue", 100);
-                if (RdmaRuntime.usesLoopbackForTests()) {
-                    assertEquals(copiedBefore, LoopbackTransport.copiedWrites.get(),
-                            "every Core packet was sent from registered memory");
-                }
+                assertEquals(copiedBefore, RdmaConnection.COPIED_PACKETS.sum(),
+                        "every Core packet was sent from registered memory");
+                assertTrue(RdmaConnection.ZERO_COPY_PACKETS.sum() - zeroCopyBefore >= 200,
+                        "100 messages sent and received went out as fewer than 200 zero-copy packets");
             }
         }
     }

@@ -54,6 +54,14 @@ class ConfigurationErrorsTest {
     }
 
     @Test
+    void acceptorRefusesABadConnectionsAllowedNamingTheKey() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RdmaAcceptorFactory().createAcceptor("rdma", null, params("connectionsAllowed", "0"),
+                        null, null, null, null, Map.of("CORE", dummyCore()), "g", null));
+        assertTrue(e.getMessage().startsWith("RDMA acceptor 'rdma': connectionsAllowed: must be -1"), e.getMessage());
+    }
+
+    @Test
     void acceptorRefusesProtocolsWithoutCore() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> new RdmaAcceptorFactory().createAcceptor("rdma", null, params("protocols", "AMQP"),

@@ -3,31 +3,30 @@ package dev.artemisrdma.artemis;
 import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.Fabric;
+import dev.artemisrdma.transport.FakeFabric;
 
 /**
- * Supplies the transport branch's in-memory {@code dev.artemisrdma.transport.FakeFabric} (test sources), named by
- * {@code -Ddev.artemisrdma.fabric=dev.artemisrdma.artemis.FakeFabricSupplier}. Looked up by name so this module's
- * tests compile before that class is merged.
+ * Supplies the in-memory {@link FakeFabric}, named by
+ * {@code -Ddev.artemisrdma.fabric=dev.artemisrdma.artemis.FakeFabricSupplier}. Remembers the last one made, so a test
+ * can reach the fabric the runtime uses (fault injection, resource counts).
  */
 public final class FakeFabricSupplier implements Supplier<Fabric> {
 
-    static final String FAKE_FABRIC = "dev.artemisrdma.transport.FakeFabric";
-
-    static boolean available() {
-        try {
-            Class.forName(FAKE_FABRIC).getConstructor();
-            return true;
-        } catch (ReflectiveOperationException | LinkageError e) {
-            return false;
-        }
-    }
+    private static volatile FakeFabric current;
 
     @Override
     public Fabric get() {
-        try {
-            return (Fabric) Class.forName(FAKE_FABRIC).getConstructor().newInstance();
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("cannot create " + FAKE_FABRIC, e);
+        FakeFabric fabric = new FakeFabric();
+        current = fabric;
+        return fabric;
+    }
+
+    /** The fabric made last: the runtime's while any transport is open. */
+    static FakeFabric current() {
+        FakeFabric fabric = current;
+        if (fabric == null) {
+            throw new IllegalStateException("no FakeFabric made yet: is TestRuntime installed and a transport open?");
         }
+        return fabric;
     }
 }

@@ -1,18 +1,8 @@
 package dev.artemisrdma.artemis;
 
-import java.lang.invoke.MethodHandles;
-
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-
-/**
- * Points the shared RDMA runtime at a test fabric, once per JVM: the transport protocol on the in-memory
- * {@code FakeFabric} when it is on the test classpath, otherwise (or with {@code -Dartemis.rdma.test=loopback}) the
- * adapter-only {@link LoopbackTransport}.
- */
+/** Points the shared RDMA runtime at the in-memory {@code FakeFabric}, once per JVM: the real transport protocol. */
 final class TestRuntime {
 
-    private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static boolean installed;
 
     private TestRuntime() {
@@ -22,14 +12,7 @@ final class TestRuntime {
         if (installed) {
             return;
         }
-        boolean loopback = "loopback".equals(System.getProperty("artemis.rdma.test")) || !FakeFabricSupplier.available();
-        if (loopback) {
-            System.setProperty(RdmaRuntime.FABRIC_PROPERTY, NoFabric.class.getName());
-            RdmaRuntime.setOpener((fabric, settings) -> new LoopbackTransport());
-        } else {
-            System.setProperty(RdmaRuntime.FABRIC_PROPERTY, FakeFabricSupplier.class.getName());
-        }
-        logger.info("tests run on {}", loopback ? "the loopback transport" : "RdmaTransport over FakeFabric");
+        System.setProperty(RdmaRuntime.FABRIC_PROPERTY, FakeFabricSupplier.class.getName());
         installed = true;
     }
 }

@@ -88,6 +88,9 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger partialRecvPost = new AtomicInteger(-1);
     private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     private volatile boolean receivesPolledBeforeDestroy;
+    private volatile boolean stallHandshakes;
+    private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
+    private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -182,6 +185,65 @@ public final class FakeFabric implements Fabric {
     private static int takeInjected(AtomicInteger injection, int size) {
         int k = injection.get();
         return k >= 0 && size > k && injection.compareAndSet(k, -1) ? k : -1;
+    }
+
+    /**
+     * The next poll of the completion queue that queue pair {@code qpNumber} uses throws {@code failure} (a
+     * FabricException as from a failing ibv_poll_cq, or any RuntimeException or Error): fault injection for the
+     * thread that polls it.
+     */
+    public void failNextPoll(int qpNumber, Throwable failure) {
+        if (!(failure instanceof FabricException || failure instanceof RuntimeException || failure instanceof Error)) {
+            throw new IllegalArgumentException("poll can throw FabricException, RuntimeException or Error: " + failure);
+        }
+        lock.lock();
+        try {
+            for (FakeQp qp : qps) {
+                if (qp.qpn == qpNumber) {
+                    qp.cq.pollFailure = failure;
+                    qp.cq.signal.signalAll();
+                    return;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        throw new IllegalArgumentException("no queue pair " + qpNumber);
+    }
+
+    /**
+     * While on, connecting peers never complete the handshake (no RTU, as a hostile or vanished peer): accepts
+     * create and prepare the passive queue pair and return, but it is never established and the connecting side
+     * waits until its timeout.
+     */
+    public void stallHandshakes(boolean on) {
+        stallHandshakes = on;
+    }
+
+    /**
+     * The peer at {@code address} (a queue pair's local address) hangs: SENDs to it wait on the wire and it
+     * acknowledges nothing, until {@link #thaw}. A disconnect still reaches both sides, as rdma_cm's would.
+     */
+    public void freeze(InetSocketAddress address) {
+        frozen.add(address);
+    }
+
+    public void thaw(InetSocketAddress address) {
+        frozen.remove(address);
+        lock.lock();
+        try {
+            wireWork.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Runs {@code hook} with the queue pair number on the accepting side after its queue pair is created and before
+     * the transport prepares it: the window in which a connection is half set up.
+     */
+    public void beforeAcceptPrepare(java.util.function.IntConsumer hook) {
+        beforeAcceptPrepare = hook;
     }
 
     /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
@@ -422,6 +484,9 @@ public final class FakeFabric implements Fabric {
                 continue;
             }
             FakeQp peer = qp.peer;
+            if (peer != null && peer.state == QpState.RTS && frozen.contains(peer.local)) {
+                continue; // a hung peer: the SEND waits on the wire
+            }
             if (peer == null || peer.state != QpState.RTS || !peer.rq.isEmpty() || peer.incomingRnrRetry == 0) {
                 wireCursor = (wireCursor + i + 1) % Math.max(1, n);
                 return qp;
@@ -678,6 +743,7 @@ public final class FakeFabric implements Fabric {
         boolean notified;
         boolean overrun;
         boolean closed;
+        Throwable pollFailure;
 
         FakeCq(int capacity) {
             this.capacity = capacity;
@@ -705,6 +771,15 @@ public final class FakeFabric implements Fabric {
                 }
                 if (overrun) {
                     throw new FabricException("ibv_poll_cq: completion queue overrun (IBV_EVENT_CQ_ERR)");
+                }
+                Throwable failure = pollFailure;
+                pollFailure = null;
+                if (failure instanceof FabricException f) {
+                    throw f;
+                } else if (failure instanceof RuntimeException r) {
+                    throw r;
+                } else if (failure instanceof Error e) {
+                    throw e;
                 }
                 out.clear();
                 while (out.count() < out.capacity() && !entries.isEmpty()) {
@@ -1079,6 +1154,8 @@ public final class FakeFabric implements Fabric {
         /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
         int outcome;
         byte[] rejectData;
+        /** Accepted here while handshakes stall: decided for the passive side, pending for the connecting one. */
+        volatile boolean stalled;
 
         FakeRequest(FakeListener listener, FakeQp active, byte[] privateData) {
             this.listener = listener;
@@ -1089,7 +1166,7 @@ public final class FakeFabric implements Fabric {
         boolean undecided() {
             lock.lock();
             try {
-                return outcome == 0;
+                return outcome == 0 && !stalled;
             } finally {
                 lock.unlock();
             }
@@ -1130,10 +1207,15 @@ public final class FakeFabric implements Fabric {
             pqp.incomingRnrRetry = rnrRetryCount;
             pqp.peerPrivateData = privateData.clone();
             try {
+                beforeAcceptPrepare.accept(pqp.qpn);
                 setup.prepare(pqp);
             } catch (FabricException | RuntimeException e) {
                 destroyQuietly(pqp);
                 throw e;
+            }
+            if (stallHandshakes) {
+                stalled = true;
+                return pqp; // the peer never answers: no established event, the connecting side times out
             }
             lock.lock();
             try {

@@ -69,6 +69,29 @@ class TransportConfigTest {
     }
 
     @Test
+    void limitsHaveSafeDefaultsAndNamedErrors() {
+        TransportConfig c = TransportConfig.defaults();
+        assertEquals(Duration.ofSeconds(10), c.handshakeTimeout());
+        assertEquals(1L << 30, c.maxRegisteredMemory());
+        assertEquals(16, c.maxCompletionLoops());
+        assertEquals(32, TransportConfig.fromMap(Map.of("completionThreads", 32)).maxCompletionLoops(),
+                "the cap follows a larger completionThreads when not given");
+        c = TransportConfig.fromMap(Map.of("handshakeTimeout", "2s", "maxRegisteredMemory", "256m",
+                "maxCompletionLoops", "4"));
+        assertEquals(Duration.ofSeconds(2), c.handshakeTimeout());
+        assertEquals(256L << 20, c.maxRegisteredMemory());
+        assertEquals(4, c.maxCompletionLoops());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxCompletionLoops", 2, "completionThreads", 3)));
+        assertTrue(e.getMessage().startsWith("maxCompletionLoops: must be 3..256"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxRegisteredMemory", "4k")));
+        assertTrue(e.getMessage().startsWith("maxRegisteredMemory"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("handshakeTimeout", 0)));
+        assertTrue(e.getMessage().startsWith("handshakeTimeout"), e.getMessage());
+    }
+
+    @Test
     void toBuilderKeepsDerivedValuesDerived() {
         TransportConfig c = TransportConfig.defaults().toBuilder().receiveSlots(2).sendQueueDepth(2).build();
         assertEquals(1, c.creditThreshold());

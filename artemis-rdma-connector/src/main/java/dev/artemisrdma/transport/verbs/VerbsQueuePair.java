@@ -84,8 +84,11 @@ final class VerbsQueuePair implements QueuePair {
             case DEVICE_REMOVAL -> notifyDisconnected("RDMA device " + device.name() + " was removed");
             case CONNECT_ERROR, UNREACHABLE, REJECTED -> notifyDisconnected("connection to " + describePeer()
                     + " failed: " + event);
-            case TIMEWAIT_EXIT, ADDR_CHANGE -> LOG.debug("{} on queue pair {} to {}", event, qp.qpNumber(),
-                    describePeer());
+            // the address the connection was resolved over moved (address removed, bonding failover): fail now, so
+            // Artemis fails over at once instead of after the transport's retries run out
+            case ADDR_CHANGE -> notifyDisconnected("the local address of the connection to " + describePeer()
+                    + " changed (RDMA_CM_EVENT_ADDR_CHANGE)");
+            case TIMEWAIT_EXIT -> LOG.debug("{} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
             default -> LOG.debug("ignoring {} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
         }
     }

@@ -10,21 +10,24 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-/** {@link LabBrokerMain} in a child JVM with this JVM's class path; its output is echoed with a prefix. */
+/**
+ * {@link LabBrokerMain} (or another lab main, see {@link #startMain}) in a child JVM with this JVM's class path; its
+ * output is echoed with a prefix.
+ */
 final class BrokerProcess implements AutoCloseable {
 
     private final Process process;
     private final CountDownLatch ready = new CountDownLatch(1);
 
-    private BrokerProcess(Process process) {
+    private BrokerProcess(Process process, String prefix, String readyLine) {
         this.process = process;
         Thread pump = new Thread(() -> {
             try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(),
                     StandardCharsets.UTF_8))) {
                 String line;
                 while ((line = reader.readLine()) != null) {
-                    System.out.println("[broker] " + line);
-                    if (line.contains(LabBrokerMain.READY)) {
+                    System.out.println(prefix + line);
+                    if (line.contains(readyLine)) {
                         ready.countDown();
                     }
                 }
@@ -37,6 +40,11 @@ final class BrokerProcess implements AutoCloseable {
     }
 
     static BrokerProcess start(String host, int port, Path dataDir) throws Exception {
+        return startMain(LabBrokerMain.class, LabBrokerMain.READY, host, Integer.toString(port), dataDir.toString());
+    }
+
+    /** Runs {@code main} with {@code args}; returns once it printed {@code readyLine}. */
+    static BrokerProcess startMain(Class<?> main, String readyLine, String... args) throws Exception {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("-Xmx1g");
@@ -44,16 +52,15 @@ final class BrokerProcess implements AutoCloseable {
         command.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
-        command.add(LabBrokerMain.class.getName());
-        command.add(host);
-        command.add(Integer.toString(port));
-        command.add(dataDir.toString());
-        BrokerProcess broker = new BrokerProcess(new ProcessBuilder(command).redirectErrorStream(true).start());
-        if (!broker.ready.await(180, TimeUnit.SECONDS)) {
-            broker.close();
-            throw new IllegalStateException("broker process did not start within 180 s");
+        command.add(main.getName());
+        command.addAll(List.of(args));
+        BrokerProcess child = new BrokerProcess(new ProcessBuilder(command).redirectErrorStream(true).start(),
+                "[" + main.getSimpleName() + "] ", readyLine);
+        if (!child.ready.await(180, TimeUnit.SECONDS)) {
+            child.close();
+            throw new IllegalStateException(main.getSimpleName() + " process did not start within 180 s");
         }
-        return broker;
+        return child;
     }
 
     /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */

@@ -1,0 +1,170 @@
+package dev.artemisrdma.artemis;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.RdmaChannel;
+import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.core.server.ActiveMQComponent;
+import org.apache.activemq.artemis.spi.core.protocol.ProtocolManager;
+import org.apache.activemq.artemis.spi.core.remoting.Connection;
+import org.apache.activemq.artemis.spi.core.remoting.ServerConnectionLifeCycleListener;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The acceptor's own bounds: connectionsAllowed, a failing broker callback, the bound port, a bounded stop. */
+class AcceptorLimitsTest {
+
+    private static final String HOST = "127.0.0.1";
+
+    @BeforeAll
+    static void runtime() {
+        TestRuntime.install();
+    }
+
+    /** What the broker is told. */
+    private static final class Broker implements ServerConnectionLifeCycleListener {
+        final List<Object> created = new CopyOnWriteArrayList<>();
+        final List<Boolean> destroyedFailed = new CopyOnWriteArrayList<>();
+        volatile RuntimeException refuse;
+
+        @Override
+        public void connectionCreated(ActiveMQComponent component, Connection connection, ProtocolManager protocol) {
+            if (refuse != null) {
+                throw refuse;
+            }
+            created.add(connection.getID());
+        }
+
+        @Override
+        public void connectionDestroyed(Object connectionID, boolean failed) {
+            destroyedFailed.add(failed);
+        }
+
+        @Override
+        public void connectionException(Object connectionID, ActiveMQException me) {
+        }
+
+        @Override
+        public void connectionReadyForWrites(Object connectionID, boolean ready) {
+        }
+    }
+
+    /** A client that ignores what it gets. */
+    private static final class Client implements ChannelHandler {
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+        }
+    }
+
+    private static RdmaAcceptor acceptor(Broker broker, int port, Map<String, Object> extra) {
+        Map<String, Object> params = new HashMap<>(Map.of(RdmaParameters.HOST, HOST, RdmaParameters.PORT, port));
+        params.putAll(extra);
+        return new RdmaAcceptor("limits", null, params, (id, buffer) -> { }, broker, Runnable::run, null, Map.of(),
+                null, null);
+    }
+
+    private static void await(String what, java.util.function.BooleanSupplier condition) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "timed out waiting for " + what);
+            Thread.sleep(2);
+        }
+    }
+
+    @Test
+    void connectionsBeyondConnectionsAllowedAreRefusedWithTheKey() throws Exception {
+        Broker broker = new Broker();
+        RdmaAcceptor acceptor = acceptor(broker, 61751, Map.of(RdmaParameters.CONNECTIONS_ALLOWED, "2"));
+        acceptor.start();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+            InetSocketAddress address = new InetSocketAddress(HOST, 61751);
+            RdmaChannel first = lease.transport().connect(address, new Client());
+            lease.transport().connect(address, new Client());
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> lease.transport().connect(address, new Client()));
+            assertTrue(refused.getMessage().contains("connectionsAllowed"), refused.getMessage());
+            assertEquals(2, acceptor.connectionCount());
+            first.close();
+            await("the closed connection to leave", () -> acceptor.connectionCount() == 1);
+            lease.transport().connect(address, new Client());
+            assertEquals(2, acceptor.connectionCount());
+        } finally {
+            acceptor.stop();
+        }
+    }
+
+    @Test
+    void aBrokerThatRefusesTheConnectionLeavesNoEntryBehind() throws Exception {
+        Broker broker = new Broker();
+        broker.refuse = new IllegalStateException("the broker is shutting down");
+        RdmaAcceptor acceptor = acceptor(broker, 61752, Map.of());
+        acceptor.start();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+            InetSocketAddress address = new InetSocketAddress(HOST, 61752);
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> lease.transport().connect(address, new Client()));
+            assertTrue(refused.getMessage().contains("the broker is shutting down"), refused.getMessage());
+            assertEquals(0, acceptor.connectionCount(), "the refused connection stayed in the acceptor's table");
+        } finally {
+            acceptor.stop();
+        }
+    }
+
+    @Test
+    void portZeroReportsTheBoundPort() throws Exception {
+        RdmaAcceptor acceptor = acceptor(new Broker(), 0, Map.of());
+        acceptor.start();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+            int port = acceptor.getActualPort();
+            assertNotEquals(0, port);
+            lease.transport().connect(new InetSocketAddress(HOST, port), new Client()).close();
+        } finally {
+            acceptor.stop();
+        }
+    }
+
+    @Test
+    void stopIsBoundedWhatEverThePeersDo() throws Exception {
+        Broker broker = new Broker();
+        RdmaAcceptor acceptor = acceptor(broker, 61753, Map.of());
+        acceptor.start();
+        List<InetSocketAddress> hung = new ArrayList<>();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+            for (int i = 0; i < 3; i++) {
+                RdmaChannel client = lease.transport().connect(new InetSocketAddress(HOST, 61753), new Client());
+                hung.add(client.localAddress());
+                FakeFabricSupplier.current().freeze(client.localAddress()); // its host hangs: no goodbye completes
+            }
+            await("three connections", () -> broker.created.size() == 3);
+            long start = System.nanoTime();
+            acceptor.stop();
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            // orderly closes would each wait connectTimeout (10 s) for the hung peers, one after the other
+            assertTrue(millis < ParallelClose.ORDERLY.plus(ParallelClose.FORCED).toMillis() + 1000,
+                    "stopping took " + millis + " ms");
+            assertEquals(List.of(true, true, true), broker.destroyedFailed, "the broker was not told of each loss");
+            assertEquals(0, acceptor.connectionCount());
+        } finally {
+            hung.forEach(FakeFabricSupplier.current()::thaw);
+            acceptor.stop();
+        }
+    }
+}
