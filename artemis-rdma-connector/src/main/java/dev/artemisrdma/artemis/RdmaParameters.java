@@ -30,6 +30,8 @@ public final class RdmaParameters {
     public static final String DIRECT_DELIVER = "directDeliver";
     public static final String PROTOCOLS = "protocols";
     public static final String SCHEME = "scheme";
+    /** The RDMA device an endpoint must use (a transport key; see {@link TransportConfig#device()}). */
+    public static final String DEVICE = "device";
 
     public static final String DEFAULT_HOST = "localhost";
     public static final int DEFAULT_PORT = 61700;
@@ -73,8 +75,14 @@ public final class RdmaParameters {
         }
     }
 
+    /** The host, an IPv6 literal without the brackets a URL puts around it ({@code [fd00::1]} is {@code fd00::1}). */
     static String host(Map<String, ?> params) {
-        return ConfigurationHelper.getStringProperty(HOST, DEFAULT_HOST, params);
+        return unbracket(ConfigurationHelper.getStringProperty(HOST, DEFAULT_HOST, params));
+    }
+
+    static String unbracket(String host) {
+        return host != null && host.length() > 2 && host.startsWith("[") && host.endsWith("]")
+                ? host.substring(1, host.length() - 1) : host;
     }
 
     static int port(Map<String, ?> params) {
@@ -101,12 +109,16 @@ public final class RdmaParameters {
         return settings;
     }
 
-    /** The parameters a client needs to reach an endpoint configured with {@code params}: host, port and tuning. */
+    /**
+     * The parameters a client needs to reach an endpoint configured with {@code params}: host, port and tuning, but
+     * not {@code device}: a device name is local to one machine, a client's devices have their own.
+     */
     static Map<String, Object> connectorParams(Map<String, ?> params) {
         Map<String, Object> connector = new LinkedHashMap<>();
         connector.put(HOST, host(params));
         connector.put(PORT, port(params));
         connector.putAll(transportSettings(params));
+        connector.remove(DEVICE);
         return connector;
     }
 
@@ -121,6 +133,6 @@ public final class RdmaParameters {
     }
 
     private static boolean isLoopback(String host) {
-        return "localhost".equals(host) || "127.0.0.1".equals(host);
+        return "localhost".equals(host) || "127.0.0.1".equals(host) || "::1".equals(host);
     }
 }

@@ -21,6 +21,23 @@ public interface Fabric extends AutoCloseable {
     FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler) throws FabricException;
 
     /**
+     * Listens as {@link #listen(InetSocketAddress, ConnectionRequestHandler)}, checking {@code addressing}'s device
+     * and setting its type of service. A specific bind address must be on the named device; a wildcard
+     * ({@code 0.0.0.0}, {@code ::}) listens on every device (the transport then accepts only connections that arrive
+     * on the named one). A fabric that cannot honour addressing refuses anything but {@link Addressing#ANY}.
+     *
+     * @throws AddressingException for an unknown device, or a bind address that is not on the named device
+     */
+    default FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                  ConnectionRequestHandler handler) throws FabricException {
+        if (!Addressing.ANY.equals(addressing)) {
+            throw new AddressingException(getClass().getSimpleName() + " cannot choose devices or set a type of "
+                    + "service (" + addressing + ")");
+        }
+        return listen(bindAddress, handler);
+    }
+
+    /**
      * Connects to a listening peer and blocks until the connection is established, refused or the timeout
      * expires. The queue pair is created by {@code setup} once the route (and so the device) is known, and its
      * receives are posted before the handshake, so the peer can send the moment it sees the connection.

@@ -30,11 +30,15 @@ import java.util.TreeSet;
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
  * @param retryCount             transport retries on packet loss
  * @param connectTimeout         bound on connect and on an orderly close's drain
+ * @param device                 the RDMA device listeners and connections must use; null: the route chooses
+ * @param tos                    RoCE type of service (0..255) of every connection; {@link Addressing#DEFAULT_TOS}:
+ *                               the kernel's
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
                               long busyPollMicros, int completionThreads, int completionQueueEntries,
-                              int rnrRetryCount, int retryCount, Duration connectTimeout) {
+                              int rnrRetryCount, int retryCount, Duration connectTimeout,
+                              String device, int tos) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -45,7 +49,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
-            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout");
+            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
+            "device", "tos");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -69,6 +74,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
                     + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
         }
+        new Addressing(device, tos); // validates both, with messages that name the key
+    }
+
+    /** The device and type of service as the fabric takes them. */
+    public Addressing addressing() {
+        return new Addressing(device, tos);
     }
 
     public static TransportConfig defaults() {
@@ -97,6 +108,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.rnrRetryCount = rnrRetryCount;
         b.retryCount = retryCount;
         b.connectTimeout = connectTimeout;
+        b.device = device;
+        b.tos = tos;
         return b;
     }
 
@@ -134,6 +147,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
                 case "retryCount": b.retryCount = toInt(key, v, false); break;
                 case "connectTimeout": b.connectTimeout = toDuration(key, v); break;
+                case "device": b.device = toDevice(v); break;
+                case "tos": b.tos = Addressing.requireTos(toInt(key, v, false)); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -187,6 +202,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
     }
 
+    /** Blank means unset, so a property placeholder that resolves to nothing does not pin a device. */
+    private static String toDevice(Object v) {
+        String s = v == null ? "" : v.toString().trim();
+        return s.isEmpty() ? null : s;
+    }
+
     private static Duration toDuration(String key, Object v) {
         if (v instanceof Duration) {
             return (Duration) v;
@@ -231,6 +252,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int rnrRetryCount = 7;
         private int retryCount = 7;
         private Duration connectTimeout = Duration.ofSeconds(10);
+        private String device;
+        private int tos = Addressing.DEFAULT_TOS;
 
         private Builder() {
         }
@@ -249,6 +272,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
         public Builder retryCount(int v) { retryCount = v; return this; }
         public Builder connectTimeout(Duration v) { connectTimeout = v; return this; }
+        public Builder device(String v) { device = v; return this; }
+        public Builder tos(int v) { tos = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
@@ -256,7 +281,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             int interval = signalInterval != null ? signalInterval : Math.max(1, Math.min(16, sendQueueDepth));
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
-                    connectTimeout);
+                    connectTimeout, device, tos);
         }
     }
 }

@@ -169,9 +169,16 @@ public final class FakeFabric implements Fabric {
     @Override
     public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
             throws FabricException {
+        return listen(bindAddress, Addressing.ANY, handler);
+    }
+
+    @Override
+    public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                 ConnectionRequestHandler handler) throws FabricException {
         if (closed) {
             throw new FabricException("fabric closed");
         }
+        addressing.requireKnownDevice(List.of(device.name()));
         InetSocketAddress addr = bindAddress.getPort() == 0
                 ? new InetSocketAddress(bindAddress.getAddress(), nextPort.incrementAndGet()) : bindAddress;
         FakeListener l = new FakeListener(addr, handler);
@@ -187,6 +194,7 @@ public final class FakeFabric implements Fabric {
         if (closed) {
             throw new FabricException("fabric closed");
         }
+        options.addressing().requireKnownDevice(List.of(device.name()));
         FakeListener l = findListener(remote);
         if (l == null) {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");

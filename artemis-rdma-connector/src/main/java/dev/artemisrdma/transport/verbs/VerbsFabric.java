@@ -66,6 +66,11 @@ public final class VerbsFabric implements Fabric {
         return eventChannel;
     }
 
+    /** The device an id is bound to, or null while it is not (an id bound to a wildcard address). */
+    String deviceNameOf(RdmaCmId id) throws FabricException {
+        return id.verbsContext() == 0 ? null : deviceOf(id).name();
+    }
+
     VerbsDevice deviceOf(RdmaCmId id) throws FabricException {
         try {
             RdmaDevice device = id.device(devices);
@@ -94,8 +99,14 @@ public final class VerbsFabric implements Fabric {
     @Override
     public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
             throws FabricException {
+        return listen(bindAddress, Addressing.ANY, handler);
+    }
+
+    @Override
+    public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                 ConnectionRequestHandler handler) throws FabricException {
         checkOpen();
-        VerbsListener listener = VerbsListener.start(this, bindAddress, handler);
+        VerbsListener listener = VerbsListener.start(this, bindAddress, addressing, handler);
         own(listener);
         return listener;
     }
