@@ -62,6 +62,18 @@ public final class VerbsFabric implements Fabric {
         return devices.names();
     }
 
+    /**
+     * The traffic class a connected queue pair of this fabric carries in its address vector (ibv_query_qp): on
+     * RoCE, the IP type of service of its packets, which {@link Addressing#tos()} sets. For operators and tests
+     * that want the device's word for it.
+     */
+    public int trafficClass(QueuePair queuePair) throws FabricException {
+        if (!(queuePair instanceof VerbsQueuePair qp)) {
+            throw new IllegalArgumentException("not a queue pair of the verbs fabric: " + queuePair);
+        }
+        return qp.trafficClass();
+    }
+
     RdmaEventChannel eventChannel() {
         return eventChannel;
     }
