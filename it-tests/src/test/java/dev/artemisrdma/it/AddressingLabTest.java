@@ -7,6 +7,12 @@ import dev.artemisrdma.transport.Addressing;
 import dev.artemisrdma.transport.AddressingException;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.ConnectOptions;
+import dev.artemisrdma.transport.ConnectionRequest;
+import dev.artemisrdma.transport.ConnectionRequestHandler;
+import dev.artemisrdma.transport.ConnectionSetup;
+import dev.artemisrdma.transport.Fabric;
+import dev.artemisrdma.transport.FabricDevice;
+import dev.artemisrdma.transport.QueuePairEvents;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.FabricListener;
 import dev.artemisrdma.transport.QueuePair;
@@ -51,7 +57,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Fabric addressing on the real rxe devices: IPv6 endpoints (transport and JMS), device=, tos= (read back from the
- * queue pair and from the kernel's cm_id table), wildcard binds, and the errors for unknown devices and unroutable
+ * queue pairs with ibv_query_qp), wildcard binds, and the errors for unknown devices and unroutable
  * addresses. What the kernel chose (devices, traffic classes) is also written to addressing.txt in the results dir.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
@@ -224,7 +230,7 @@ class AddressingLabTest {
                 }
             }
             note("connect to " + bind + " works with device=" + worked);
-            assertEquals(1, worked.size(), "exactly the route's device works: " + worked);
+            assertEquals(List.of("rxe1"), worked, "only the route's device (rxe1 owns " + Lab.addr1() + ") works");
             try (RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().device("mlx5_0")
                     .build())) {
                 AddressingException e = assertThrows(AddressingException.class,
@@ -255,11 +261,11 @@ class AddressingLabTest {
             assertTrue(server.established.await(20, TimeUnit.SECONDS), "passive side established");
             int activeClass = fabric.trafficClass(active);
             int passiveClass = fabric.trafficClass(passive);
-            List<String> ids = cmIds(port);
             note("tos: active asked 104 -> QP traffic class " + activeClass + "; listener asked 64 -> passive QP "
-                    + passiveClass + "; cm_ids " + ids);
+                    + passiveClass);
             assertEquals(104, activeClass, "the active queue pair's address vector carries tos=104");
-            assertTrue(ids.stream().anyMatch(l -> l.contains("tos 104")), "the kernel's cm_id shows tos 104: " + ids);
+            // rdma_cm builds the passive side's path from the request: the connecting side's class wins
+            assertEquals(104, passiveClass, "the passive queue pair answers in the class of the request");
             client.close();
             server.disconnected.await(10, TimeUnit.SECONDS);
             server.close();
@@ -267,16 +273,97 @@ class AddressingLabTest {
     }
 
     @Test
-    void transportTosKeyReachesTheQueuePair() throws Exception {
-        TransportConfig config = TransportConfig.builder().tos(96).build();
+    void transportTosKeyReachesTheQueuePairsOfBothEnds() throws Exception {
         InetSocketAddress bind = new InetSocketAddress(Lab.addr0(), Lab.freshPort());
-        try (Server server = new Server(config, bind); RdmaTransport client = RdmaTransport.create(fabric, config)) {
-            RdmaChannel channel = roundTrip(client, server, bind, 10);
-            List<String> ids = cmIds(bind.getPort());
-            note("transport tos=96: cm_ids " + ids);
-            assertTrue(ids.stream().filter(l -> l.contains("CONNECT")).anyMatch(l -> l.contains("tos 96")),
-                    "a connected cm_id of the transport shows tos 96: " + ids);
+        Recording recording = new Recording();
+        try (RdmaTransport serverTransport = RdmaTransport.create(recording, TransportConfig.defaults());
+             RdmaTransport client = RdmaTransport.create(recording, TransportConfig.builder().tos(96).build());
+             RdmaTransport plain = RdmaTransport.create(recording, TransportConfig.defaults())) {
+            Counter atServer = new Counter();
+            serverTransport.listen(bind, channel -> atServer);
+            RdmaChannel channel = client.connect(bind, new Counter());
+            channel.write(ByteBuffer.wrap(new byte[100]), true);
+            atServer.await(1);
+            assertEquals(List.of(96, 96), recording.trafficClasses(), "client (tos=96) and server queue pairs");
+            recording.queuePairs.clear();
+            RdmaChannel other = plain.connect(bind, new Counter());
+            other.write(ByteBuffer.wrap(new byte[100]), true);
+            atServer.await(2);
+            assertEquals(List.of(0, 0), recording.trafficClasses(), "without tos the kernel's default, 0");
             channel.close();
+            other.close();
+        }
+    }
+
+    /** The lab's fabric, recording every queue pair it creates (connect and accept) to read their traffic class. */
+    private static final class Recording implements Fabric {
+        final List<QueuePair> queuePairs = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        List<Integer> trafficClasses() throws FabricException {
+            List<Integer> classes = new ArrayList<>();
+            for (QueuePair qp : queuePairs) {
+                classes.add(fabric.trafficClass(qp));
+            }
+            return classes;
+        }
+
+        @Override
+        public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
+                throws FabricException {
+            return listen(bindAddress, Addressing.ANY, handler);
+        }
+
+        @Override
+        public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                     ConnectionRequestHandler handler) throws FabricException {
+            return fabric.listen(bindAddress, addressing, request -> handler.onConnectionRequest(
+                    new ConnectionRequest() {
+                        @Override
+                        public byte[] privateData() {
+                            return request.privateData();
+                        }
+
+                        @Override
+                        public InetSocketAddress peerAddress() {
+                            return request.peerAddress();
+                        }
+
+                        @Override
+                        public InetSocketAddress localAddress() {
+                            return request.localAddress();
+                        }
+
+                        @Override
+                        public FabricDevice device() {
+                            return request.device();
+                        }
+
+                        @Override
+                        public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount,
+                                                QueuePairEvents events) throws FabricException {
+                            QueuePair qp = request.accept(setup, replyData, rnrRetryCount, events);
+                            queuePairs.add(qp);
+                            return qp;
+                        }
+
+                        @Override
+                        public void reject(byte[] reason) {
+                            request.reject(reason);
+                        }
+                    }));
+        }
+
+        @Override
+        public QueuePair connect(InetSocketAddress remote, ConnectionSetup setup, ConnectOptions options,
+                                 QueuePairEvents events) throws FabricException {
+            QueuePair qp = fabric.connect(remote, setup, options, events);
+            queuePairs.add(0, qp); // the active side first
+            return qp;
+        }
+
+        @Override
+        public void close() {
+            // the shared fabric is closed after all tests
         }
     }
 
@@ -305,6 +392,7 @@ class AddressingLabTest {
             note("0.0.0.0:" + port + " accepted on local addresses " + localAddresses + ", devices " + passiveLinks
                     + "; cm_ids " + cmIds(port));
             assertEquals(new TreeSet<>(List.of(Lab.addr0(), Lab.addr1())), localAddresses);
+            assertEquals(new TreeSet<>(List.of("rxe0", "rxe1")), passiveLinks, "accepted on both devices");
             channels.forEach(RdmaChannel::close);
         }
         int port6 = Lab.freshPort();
@@ -324,16 +412,16 @@ class AddressingLabTest {
             try (Server server = new Server(TransportConfig.builder().device(device).build(),
                     new InetSocketAddress("0.0.0.0", port));
                  RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.defaults())) {
-                for (String host : List.of(Lab.addr0(), Lab.addr1())) {
-                    try {
-                        roundTrip(client, server, new InetSocketAddress(host, port), 3).close();
-                        note("0.0.0.0 device=" + device + ": " + host + " accepted");
-                    } catch (FabricException e) {
-                        note("0.0.0.0 device=" + device + ": " + host + " refused: " + e.getMessage());
-                        assertTrue(e.getMessage().contains("accepts connections on RDMA device " + device
-                                + " only, this one arrived on rxe"), e.getMessage());
-                    }
-                }
+                // in the lab a connection arrives on the device whose address it was sent to
+                String own = device.equals("rxe0") ? Lab.addr0() : Lab.addr1();
+                String other = device.equals("rxe0") ? Lab.addr1() : Lab.addr0();
+                roundTrip(client, server, new InetSocketAddress(own, port), 3).close();
+                FabricException e = assertThrows(FabricException.class,
+                        () -> client.connect(new InetSocketAddress(other, port), new Counter()));
+                note("0.0.0.0 device=" + device + ": " + other + " refused: " + e.getMessage());
+                assertTrue(e.getMessage().contains("accepts connections on RDMA device " + device + " only, this one "
+                        + "arrived on " + (device.equals("rxe0") ? "rxe1" : "rxe0")), e.getMessage());
+                assertEquals(1, server.accepted.size());
             }
         }
     }
