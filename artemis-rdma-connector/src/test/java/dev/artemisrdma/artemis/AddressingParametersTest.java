@@ -20,9 +20,6 @@ import org.junit.jupiter.api.io.TempDir;
 /** IPv6 hosts, device= and tos= as acceptors, connectors and rdma:// URLs take them (on the fake fabric). */
 class AddressingParametersTest {
 
-    @TempDir
-    Path dataDir;
-
     @BeforeAll
     static void runtime() {
         TestRuntime.install();
@@ -47,31 +44,32 @@ class AddressingParametersTest {
     @Test
     void badTosAndDeviceAreRefusedByConnectorAndAcceptorNamingTheKey() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> new RdmaConnectorFactory().createConnector(params("host", "[fd00::1]", "tos", "300"), null,
+                () -> new RdmaConnectorFactory().createConnector(Map.<String, Object>of("host", "[fd00::1]", "tos", "300"), null,
                         null, null, null, null, null));
         assertTrue(e.getMessage().contains("tos: must be 0..255"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class, () -> new RdmaAcceptorFactory().createAcceptor("rdma", null,
-                params("host", "::", "device", "rxe 0"), null, null, null, null, Map.of(), "g", null));
+                Map.<String, Object>of("host", "::", "device", "rxe 0"), null, null, null, null, Map.of(), "g", null));
         assertTrue(e.getMessage().contains("RDMA acceptor 'rdma'") && e.getMessage().contains("device: not an RDMA "
                 + "device name: 'rxe 0'"), e.getMessage());
     }
 
     @Test
     void theDeviceStaysOnItsMachineAndBracketsDoNotMakeAnotherEndpoint() {
-        Map<String, Object> acceptor = params("host", "[fd00::1]", "port", 61700, "device", "rxe0", "tos", "32");
+        Map<String, Object> acceptor = Map.<String, Object>of("host", "[fd00::1]", "port", 61700, "device", "rxe0", "tos", "32");
         Map<String, Object> forClients = RdmaParameters.connectorParams(acceptor);
         assertEquals(Map.of("host", "fd00::1", "port", 61700, "tos", "32"), forClients);
-        assertTrue(RdmaParameters.sameEndpoint(acceptor, params("host", "fd00::1", "port", 61700)));
-        assertTrue(RdmaParameters.sameEndpoint(params("host", "[::1]"), params("host", "localhost")));
-        assertFalse(RdmaParameters.sameEndpoint(acceptor, params("host", "fd00::2", "port", 61700)));
+        assertTrue(RdmaParameters.sameEndpoint(acceptor, Map.<String, Object>of("host", "fd00::1", "port", 61700)));
+        assertTrue(RdmaParameters.sameEndpoint(Map.<String, Object>of("host", "[::1]"), Map.<String, Object>of("host", "localhost")));
+        assertFalse(RdmaParameters.sameEndpoint(acceptor, Map.<String, Object>of("host", "fd00::2", "port", 61700)));
     }
 
     @Test
-    void aBrokerOnAnIpv6AcceptorWithDeviceAndTosServesAJmsClientFromAnRdmaUrl() throws Exception {
+    void aBrokerOnAnIpv6AcceptorWithDeviceAndTosServesAJmsClientFromAnRdmaUrl(@TempDir Path dataDir)
+            throws Exception {
         int port = 61741;
         Configuration config = EmbeddedBroker.testable(new ConfigurationImpl(), dataDir);
         config.addAcceptorConfiguration(new TransportConfiguration(RdmaAcceptorFactory.class.getName(),
-                params("host", "[::1]", "port", port, "device", "fake0", "tos", "46"), "rdma6"));
+                new HashMap<>(Map.<String, Object>of("host", "[::1]", "port", port, "device", "fake0", "tos", "46")), "rdma6"));
         try (EmbeddedBroker broker = EmbeddedBroker.start(config, null);
              ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://[::1]:" + port
                      + "?device=fake0&tos=46")) {
@@ -81,10 +79,11 @@ class AddressingParametersTest {
     }
 
     @Test
-    void anAcceptorNamingAMissingDeviceDoesNotStartAndSaysWhichDevicesThereAre() throws Exception {
+    void anAcceptorNamingAMissingDeviceDoesNotStartAndSaysWhichDevicesThereAre(@TempDir Path dataDir)
+            throws Exception {
         Configuration config = EmbeddedBroker.testable(new ConfigurationImpl(), dataDir);
         config.addAcceptorConfiguration(new TransportConfiguration(RdmaAcceptorFactory.class.getName(),
-                params("host", "0.0.0.0", "port", 61742, "device", "rxe7"), "rdma"));
+                new HashMap<>(Map.<String, Object>of("host", "0.0.0.0", "port", 61742, "device", "rxe7")), "rdma"));
         try (EmbeddedBroker broker = EmbeddedBroker.start(config, null)) {
             RdmaAcceptor acceptor = (RdmaAcceptor) broker.server().getRemotingService().getAcceptor("rdma");
             assertFalse(acceptor != null && acceptor.isStarted(), "acceptor on a missing device started");
@@ -92,13 +91,5 @@ class AddressingParametersTest {
             assertTrue(e.getMessage().contains("no RDMA device named 'rxe7'")
                     && e.getMessage().contains("[fake0]"), e.getMessage());
         }
-    }
-
-    private static Map<String, Object> params(Object... keyValues) {
-        Map<String, Object> params = new HashMap<>();
-        for (int i = 0; i < keyValues.length; i += 2) {
-            params.put((String) keyValues[i], keyValues[i + 1]);
-        }
-        return params;
     }
 }

@@ -3,6 +3,7 @@ package dev.artemisrdma.artemis;
 import java.net.InetSocketAddress;
 import java.util.function.Supplier;
 
+import dev.artemisrdma.transport.Addressing;
 import dev.artemisrdma.transport.ConnectOptions;
 import dev.artemisrdma.transport.ConnectionRequestHandler;
 import dev.artemisrdma.transport.ConnectionSetup;
@@ -20,7 +21,8 @@ public final class NoFabric implements Fabric, Supplier<Fabric> {
     }
 
     @Override
-    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler) {
+    public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                 ConnectionRequestHandler handler) {
         throw new UnsupportedOperationException("the loopback test transport needs no fabric");
     }
 

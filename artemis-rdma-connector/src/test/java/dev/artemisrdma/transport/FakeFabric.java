@@ -167,12 +167,6 @@ public final class FakeFabric implements Fabric {
     // ---------------------------------------------------------------------------------------------- Fabric
 
     @Override
-    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
-            throws FabricException {
-        return listen(bindAddress, Addressing.ANY, handler);
-    }
-
-    @Override
     public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
                                  ConnectionRequestHandler handler) throws FabricException {
         if (closed) {

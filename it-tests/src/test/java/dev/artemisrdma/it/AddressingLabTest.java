@@ -308,12 +308,6 @@ class AddressingLabTest {
         }
 
         @Override
-        public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
-                throws FabricException {
-            return listen(bindAddress, Addressing.ANY, handler);
-        }
-
-        @Override
         public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
                                      ConnectionRequestHandler handler) throws FabricException {
             return fabric.listen(bindAddress, addressing, request -> handler.onConnectionRequest(

@@ -109,12 +109,6 @@ public final class VerbsFabric implements Fabric {
     }
 
     @Override
-    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
-            throws FabricException {
-        return listen(bindAddress, Addressing.ANY, handler);
-    }
-
-    @Override
     public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
                                  ConnectionRequestHandler handler) throws FabricException {
         checkOpen();
