@@ -17,6 +17,11 @@ interface ChannelTransport extends AutoCloseable {
     /** Connects to a listener, blocking until connected, refused or timed out. */
     RdmaChannel connect(InetSocketAddress address, ChannelHandler handler) throws FabricException;
 
+    /** Bytes registered by the transport's shared send buffer pools (monitoring); 0 when it has none. */
+    default long sendPoolBytes() {
+        return 0;
+    }
+
     @Override
     void close();
 

@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.RdmaServer;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.api.core.SimpleString;
 import org.apache.activemq.artemis.api.core.management.CoreNotificationType;
@@ -21,6 +22,7 @@ import org.apache.activemq.artemis.core.server.ActiveMQComponent;
 import org.apache.activemq.artemis.core.server.cluster.ClusterConnection;
 import org.apache.activemq.artemis.core.server.management.Notification;
 import org.apache.activemq.artemis.core.server.management.NotificationService;
+import org.apache.activemq.artemis.core.server.metrics.MetricsManager;
 import org.apache.activemq.artemis.spi.core.protocol.ProtocolManager;
 import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
 import org.apache.activemq.artemis.spi.core.remoting.Connection;
@@ -50,7 +52,10 @@ final class RdmaAcceptor extends AbstractAcceptor {
     private final boolean directDeliver;
     private final Map<Object, RdmaConnection> connections = new ConcurrentHashMap<>();
     private final ServerConnectionLifeCycleListener tracker = new Tracker();
+    private final MetricsManager metricsManager;
     private RdmaRuntime.Lease lease;
+    private volatile EndpointMetrics metrics;
+    private AcceptorMonitoring monitoring;
     private AutoCloseable listening;
     private ScheduledFuture<?> batchFlusher;
     private NotificationService notificationService;
@@ -58,8 +63,10 @@ final class RdmaAcceptor extends AbstractAcceptor {
 
     RdmaAcceptor(String name, ClusterConnection clusterConnection, Map<String, Object> configuration,
                  BufferHandler handler, ServerConnectionLifeCycleListener listener, Executor threadPool,
-                 ScheduledExecutorService scheduler, Map<String, ProtocolManager> protocolMap, ProtocolManager core) {
+                 ScheduledExecutorService scheduler, Map<String, ProtocolManager> protocolMap, ProtocolManager core,
+                 MetricsManager metricsManager) {
         super(protocolMap);
+        this.metricsManager = metricsManager;
         this.name = name;
         this.clusterConnection = clusterConnection;
         this.configuration = configuration;
@@ -79,11 +86,14 @@ final class RdmaAcceptor extends AbstractAcceptor {
             return;
         }
         lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+        ChannelTransport transport = lease.transport();
+        metrics = new EndpointMetrics(transport::sendPoolBytes);
         try {
-            listening = lease.transport().listen(address, this::accepted);
+            listening = transport.listen(address, this::accepted);
         } catch (Exception e) {
             lease.close();
             lease = null;
+            metrics = null;
             throw new IllegalStateException("RDMA acceptor '" + name + "' cannot listen on " + address + ": "
                     + e.getMessage(), e);
         }
@@ -91,6 +101,10 @@ final class RdmaAcceptor extends AbstractAcceptor {
             batchFlusher = scheduler.scheduleWithFixedDelay(this::flushBatches, batchDelay, batchDelay,
                     TimeUnit.MILLISECONDS);
         }
+        if (listening instanceof RdmaServer) {
+            metrics.listenerStats(((RdmaServer) listening).stats());
+        }
+        monitoring = AcceptorMonitoring.publish(name, metrics, metricsManager, notificationService);
         started = true;
         notify(CoreNotificationType.ACCEPTOR_STARTED);
         logger.info("RDMA acceptor '{}' listening on {}", name, address);
@@ -103,7 +117,12 @@ final class RdmaAcceptor extends AbstractAcceptor {
         tracker.connectionCreated(this, connection, core);
         logger.debug("RDMA acceptor '{}' accepted connection {} from {}", name, channel.id(),
                 channel.remoteAddress());
-        return connection;
+        EndpointMetrics counting = metrics;
+        if (counting == null) {
+            return connection; // stopping
+        }
+        counting.add(channel);
+        return counting.track(connection);
     }
 
     private void flushBatches() {
@@ -145,6 +164,9 @@ final class RdmaAcceptor extends AbstractAcceptor {
             connection.destroy();
         }
         connections.clear();
+        monitoring.close();
+        monitoring = null;
+        metrics = null;
         lease.close();
         lease = null;
         started = false;
@@ -222,6 +244,11 @@ final class RdmaAcceptor extends AbstractAcceptor {
 
     int connectionCount() {
         return connections.size();
+    }
+
+    /** The transport counters of this acceptor while it runs (what its meters and MBean read); null when stopped. */
+    RdmaTransportMetricsMXBean metrics() {
+        return metrics;
     }
 
     /** Keeps the acceptor's connection table in step with what the broker is told. */

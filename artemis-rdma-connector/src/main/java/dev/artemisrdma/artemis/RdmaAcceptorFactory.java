@@ -50,7 +50,7 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
                     + params.get(RdmaParameters.PROTOCOLS) + "' leaves CORE out; set protocols=CORE or remove it");
         }
         return new RdmaAcceptor(name, clusterConnection, params, handler, listener, threadPool, scheduledThreadPool,
-                protocolMap, core);
+                protocolMap, core, metricsManager);
     }
 
     /** True when no protocols are set or they include CORE (the broker falls back to all when none is known). */

@@ -8,6 +8,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.AddressingException;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
@@ -32,6 +33,7 @@ final class RdmaConnector extends AbstractConnector {
     private final InetSocketAddress target;
     private final int batchDelay;
     private RdmaRuntime.Lease lease;
+    private ClientMetrics.Group metrics;
     private ScheduledFuture<?> batchFlusher;
     private volatile RdmaConnection lastConnection;
     private volatile String lastAddressingError;
@@ -55,6 +57,7 @@ final class RdmaConnector extends AbstractConnector {
         }
         try {
             lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+            metrics = ClientMetrics.join(RdmaParameters.metricsName(configuration), lease.transport());
         } catch (FabricException | RuntimeException e) {
             logger.error("RDMA connector to {}: cannot open the RDMA transport: {}", target, e.getMessage(), e);
         }
@@ -69,8 +72,10 @@ final class RdmaConnector extends AbstractConnector {
     @Override
     public Connection createConnection() {
         RdmaRuntime.Lease current;
+        EndpointMetrics counting;
         synchronized (this) {
             current = lease;
+            counting = metrics == null ? null : metrics.metrics();
         }
         if (current == null) {
             return null;
@@ -79,7 +84,8 @@ final class RdmaConnector extends AbstractConnector {
                 false);
         RdmaChannel channel;
         try {
-            channel = current.transport().connect(target, connection);
+            ChannelHandler tracked = counting == null ? connection : counting.track(connection);
+            channel = current.transport().connect(target, tracked);
         } catch (AddressingException e) {
             logAddressingError(e);
             return null;
@@ -88,6 +94,9 @@ final class RdmaConnector extends AbstractConnector {
             return null;
         }
         connection.bind(channel);
+        if (counting != null) {
+            counting.add(channel);
+        }
         if (!channel.isOpen()) {
             logger.debug("RDMA connector: connection {} to {} closed while connecting", channel.id(), target);
             return null;

@@ -30,6 +30,8 @@ public final class RdmaParameters {
     public static final String DIRECT_DELIVER = "directDeliver";
     public static final String PROTOCOLS = "protocols";
     public static final String SCHEME = "scheme";
+    /** Connector: the {@code factory} tag of the client's meters (see {@link RdmaClientMetrics}); default host:port. */
+    public static final String METRICS_NAME = "metricsName";
     /** The RDMA device an endpoint must use (a transport key; see {@link TransportConfig#device()}). */
     public static final String DEVICE = "device";
 
@@ -45,7 +47,7 @@ public final class RdmaParameters {
      */
     public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
-    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY));
+    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME));
     static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, PROTOCOLS, SCHEME));
 
     private RdmaParameters() {
@@ -91,6 +93,10 @@ public final class RdmaParameters {
 
     static int batchDelay(Map<String, ?> params) {
         return ConfigurationHelper.getIntProperty(BATCH_DELAY, DEFAULT_BATCH_DELAY, params);
+    }
+
+    static String metricsName(Map<String, ?> params) {
+        return ConfigurationHelper.getStringProperty(METRICS_NAME, host(params) + ":" + port(params), params);
     }
 
     static boolean directDeliver(Map<String, ?> params) {

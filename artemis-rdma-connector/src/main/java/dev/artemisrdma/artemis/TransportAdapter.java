@@ -37,6 +37,11 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
+    public long sendPoolBytes() {
+        return transport.sendPoolBytes();
+    }
+
+    @Override
     public void close() {
         transport.close();
     }

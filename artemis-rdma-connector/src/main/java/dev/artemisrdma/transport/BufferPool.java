@@ -38,8 +38,8 @@ final class BufferPool implements AutoCloseable {
         return device;
     }
 
-    /** A buffer of at least {@code capacity} bytes, owned by the caller. */
-    PooledBuffer allocate(int capacity) throws FabricException {
+    /** A buffer of at least {@code capacity} bytes, owned by the caller through the lease returned. */
+    PooledBuffer.Lease allocate(int capacity) throws FabricException {
         if (capacity < 0) {
             throw new IllegalArgumentException("capacity " + capacity);
         }
@@ -51,8 +51,7 @@ final class BufferPool implements AutoCloseable {
             int size = Math.max(MIN_CLASS, Integer.highestOneBit(Math.max(1, capacity - 1)) << 1);
             b = classes[Integer.numberOfTrailingZeros(size) - Integer.numberOfTrailingZeros(MIN_CLASS)].take();
         }
-        b.acquire();
-        return b;
+        return b.acquire();
     }
 
     private RegisteredMemory register(int bytes) throws FabricException {
@@ -62,6 +61,17 @@ final class BufferPool implements AutoCloseable {
             }
         }
         return device.register(bytes);
+    }
+
+    /** Bytes of the slabs registered so far (frames above MAX_CLASS, registered alone and briefly, excluded). */
+    long registeredBytes() {
+        synchronized (slabs) {
+            long sum = 0;
+            for (RegisteredMemory m : slabs) {
+                sum += m.length();
+            }
+            return sum;
+        }
     }
 
     /** Deregisters every slab; callers guarantee no posted work request still points into one. */

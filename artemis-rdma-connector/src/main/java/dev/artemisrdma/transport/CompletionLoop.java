@@ -221,6 +221,7 @@ final class CompletionLoop implements Runnable {
                 ch.touched = true;
                 touched[touchedCount++] = ch;
             }
+            ch.counters.completed(batch.status(i));
             int slot = (int) (wrId & 0x7FFFFFFFL);
             if ((wrId & RdmaChannelImpl.RECV_BIT) != 0) {
                 ch.onReceiveCompletion(slot, batch.status(i), batch.byteLength(i));

@@ -11,10 +11,18 @@ package dev.artemisrdma.transport;
  * spend their last credits on data at the same time and then each hold credit for the other that it has no
  * credit left to send: a deadlock at zero. Each side posts one receive more than the credits it means to offer,
  * so even a window of one frame keeps flowing under this rule.
+ *
+ * <p>Bounded: the peer can never grant more credits than the receives it advertised in its handshake (each credit
+ * is one of them), so a grant that would lift {@code sendCredits} above that is a protocol error, never an
+ * overflow. Until the handshake is known the bound is the protocol's largest window.
  */
 final class CreditWindow {
 
+    /** The most credits the protocol can carry: every receive a peer may advertise. */
+    static final int MAX_WINDOW = TransportConfig.MAX_RECEIVE_SLOTS + 1;
+
     private final int threshold;
+    private int limit = MAX_WINDOW;
     private int sendCredits;
     private int owed;
     private boolean returning = true;
@@ -26,9 +34,32 @@ final class CreditWindow {
         this.threshold = threshold;
     }
 
-    /** Credits the peer granted: its initial credits, or credits returned in a header. */
-    void grant(int credits) {
-        sendCredits += credits;
+    /**
+     * The peer's handshake: it posted {@code receives} receives for us, so we can never hold more credits than that.
+     *
+     * @throws FabricException when credits already granted exceed it (a peer that returned credit before any send)
+     */
+    void limit(int receives) throws FabricException {
+        if (receives < 1 || receives > MAX_WINDOW) {
+            throw new FabricException("protocol error: the peer advertises " + receives + " receives, outside 1.."
+                    + MAX_WINDOW);
+        }
+        limit = receives;
+        grant(0);
+    }
+
+    /**
+     * Credits the peer granted: its initial credits, or credits returned in a header.
+     *
+     * @throws FabricException when the grant would give us more credits than the peer has receives
+     */
+    void grant(int credits) throws FabricException {
+        long after = (long) sendCredits + credits;
+        if (credits < 0 || after > limit) {
+            throw new FabricException("protocol error: the peer granted " + credits + " credits with " + sendCredits
+                    + " unspent, more than the " + limit + " receives it advertised");
+        }
+        sendCredits = (int) after;
     }
 
     /** Receives were reposted: their credit is owed to the peer. */

@@ -111,11 +111,19 @@ public final class Handshake {
         int slotSize = b.getInt(8);
         int credits = b.getInt(12);
         int maxFrame = b.getInt(16);
-        if (slotSize <= FrameHeader.LENGTH || credits < 2 || maxFrame < 1) {
-            throw new HandshakeException("invalid handshake: slot size " + slotSize + ", credits " + credits
-                    + ", max frame " + maxFrame);
-        }
+        // every value sizes something of ours (fragments, the credit window, what we may write): out of range is a
+        // protocol error that refuses this peer alone
+        checkRange("receive slot size", slotSize, TransportConfig.MIN_SLOT_SIZE, TransportConfig.MAX_SLOT_SIZE);
+        checkRange("initial credits", credits, 2, TransportConfig.MAX_RECEIVE_SLOTS + 1);
+        checkRange("maximum frame size", maxFrame, TransportConfig.MIN_FRAME_SIZE, TransportConfig.MAX_FRAME_SIZE_LIMIT);
         return new Params(slotSize, credits, maxFrame);
+    }
+
+    private static void checkRange(String what, int value, int min, int max) throws HandshakeException {
+        if (value < min || value > max) {
+            throw new HandshakeException("protocol error: invalid handshake: " + what + " " + value + " is outside "
+                    + min + ".." + max);
+        }
     }
 
     private static byte[] truncateUtf8(String s, int max) {

@@ -6,12 +6,19 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * A send buffer carved from a registered slab (or, for very large frames, a registration of its own). While a
  * channel owns it, it also records the frame's progress through fragmentation, so queuing it allocates nothing.
+ *
+ * <p>Callers never hold the buffer itself but a {@link Lease}: one per hand-out, stamped with the generation it was
+ * handed out in. The buffer's state word carries the generation too, so a lease's late second {@code release()} (or
+ * a write of a buffer already released) finds another generation and does nothing, instead of freeing the buffer
+ * that a new owner now holds.
  */
-final class PooledBuffer implements SendBuffer {
+final class PooledBuffer {
 
     static final int FREE = 0;
     static final int USER = 1;
     static final int CHANNEL = 2;
+    private static final int STATE_BITS = 2;
+    private static final int STATE_MASK = (1 << STATE_BITS) - 1;
 
     private final BufferPool pool;
     private final BufferPool.SizeClass owner;
@@ -19,6 +26,8 @@ final class PooledBuffer implements SendBuffer {
     private final ByteBuffer view;
     private final long address;
     private final int lkey;
+    /** generation << STATE_BITS | state; the generation advances on every hand-out (a stale lease would have to
+     * outlive 2^30 hand-outs of the same buffer to match again). */
     private final AtomicInteger state = new AtomicInteger(FREE);
 
     /** Frame bookkeeping, valid while a channel owns the buffer (guarded by the channel's lock). */
@@ -36,8 +45,7 @@ final class PooledBuffer implements SendBuffer {
         this.lkey = slab.lkey();
     }
 
-    @Override
-    public ByteBuffer buffer() {
+    ByteBuffer buffer() {
         return view;
     }
 
@@ -62,30 +70,33 @@ final class PooledBuffer implements SendBuffer {
         return dedicated != null;
     }
 
-    /** Hands the buffer to a caller: cleared, position 0. */
-    void acquire() {
-        if (!state.compareAndSet(FREE, USER)) {
+    /** Hands the buffer to a caller: cleared, position 0, under a new generation. */
+    Lease acquire() {
+        int current = state.get();
+        int next = ((current >>> STATE_BITS) + 1) << STATE_BITS | USER;
+        if ((current & STATE_MASK) != FREE || !state.compareAndSet(current, next)) {
             throw new IllegalStateException("pooled buffer handed out twice");
         }
         view.clear();
+        return new Lease(this, next);
     }
 
-    /** The caller gives the buffer to a channel for sending; false when it was not the caller's any more. */
-    boolean transferToChannel() {
-        return state.compareAndSet(USER, CHANNEL);
+    /** The caller gives the buffer to a channel for sending; false when the lease is not the current one. */
+    private boolean transferToChannel(int leased) {
+        return state.compareAndSet(leased, (leased & ~STATE_MASK) | CHANNEL);
     }
 
-    @Override
-    public void release() {
-        // a caller's release after write() is a no-op: the channel owns the buffer until its send completes
-        if (state.compareAndSet(USER, FREE)) {
+    /** The caller's release: a no-op after a write (the channel owns it) or for a lease already released. */
+    private void release(int leased) {
+        if (state.compareAndSet(leased, (leased & ~STATE_MASK) | FREE)) {
             recycle();
         }
     }
 
     /** The channel is done with it: every work request pointing into it has completed. */
     void releaseFromChannel() {
-        if (state.compareAndSet(CHANNEL, FREE)) {
+        int current = state.get();
+        if ((current & STATE_MASK) == CHANNEL && state.compareAndSet(current, (current & ~STATE_MASK) | FREE)) {
             recycle();
         }
     }
@@ -95,6 +106,36 @@ final class PooledBuffer implements SendBuffer {
             dedicated.close();
         } else {
             owner.free(this);
+        }
+    }
+
+    /** One hand-out of a pooled buffer: what {@link RdmaChannel#allocate} returns. */
+    static final class Lease implements SendBuffer {
+        private final PooledBuffer buffer;
+        private final int stamp;
+
+        private Lease(PooledBuffer buffer, int stamp) {
+            this.buffer = buffer;
+            this.stamp = stamp;
+        }
+
+        PooledBuffer pooled() {
+            return buffer;
+        }
+
+        @Override
+        public ByteBuffer buffer() {
+            return buffer.view;
+        }
+
+        /** Moves the buffer to a channel; false when this lease was already written or released. */
+        boolean transferToChannel() {
+            return buffer.transferToChannel(stamp);
+        }
+
+        @Override
+        public void release() {
+            buffer.release(stamp);
         }
     }
 }

@@ -52,10 +52,14 @@ public interface RdmaChannel extends AutoCloseable {
 
     boolean isOpen();
 
-    /** Orderly close: pending frames are flushed first, then disconnect, drain and release. */
+    /**
+     * Orderly close: pending frames are flushed first, then disconnect, drain and release. Flushing lasts at most
+     * {@code closeTimeout} (a peer withholding credits cannot stretch it), and the call returns within
+     * closeTimeout + 1 s whatever the peer does; what is left of the teardown finishes on the completion loop.
+     */
     @Override
     void close();
 
-    /** Immediate close: pending frames are dropped. */
+    /** Immediate close: pending frames are dropped. Returns within the same bound as {@link #close()}. */
     void forceClose();
 }

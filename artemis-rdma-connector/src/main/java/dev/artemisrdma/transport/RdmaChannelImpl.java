@@ -9,30 +9,40 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One connection: credits, fragmentation, the send ring and the receive slots over one RC queue pair.
+ * One connection over one RC queue pair: the lifecycle, and the public {@link RdmaChannel} API, wiring together a
+ * {@link SendSide} and a {@link ReceiveSide}.
  *
- * <p>Threads. Writers post from their own threads under {@link #lock} (the fabric forbids concurrent posting on
- * one queue pair; the completion loop posts reposts and credit frames under the same lock). Receive processing
- * runs on the completion loop thread and touches receive-only state without the lock; what it learns (credits
- * granted, sends completed, receives to repost) is applied under the lock once per batch in {@link #endOfBatch}.
- * Handler callbacks are made on the loop thread and never under the lock, so a handler may write, and a writer
- * holding its own locks cannot deadlock against a callback.
+ * <p>Threads, one owner per part:
+ * <ul>
+ *   <li>Lifecycle ({@link ChannelState}, teardown bookkeeping, the queue pair and the connection's memory): guarded
+ *       by {@link #lock}. Writers, the connection manager and the completion loop all take it.</li>
+ *   <li>{@link SendSide}: guarded by the same lock (the fabric forbids concurrent posts on one queue pair, and the
+ *       loop posts reposts and credit frames too).</li>
+ *   <li>{@link ReceiveSide}: the completion loop thread alone, without the lock; what a batch taught is applied
+ *       under the lock once per batch, in {@link #endOfBatch}.</li>
+ * </ul>
+ * The connection's memory is released only on the completion loop thread (teardown ends in {@link #endOfBatch} or
+ * {@link #tick}), so the receive side never reads memory that is gone. Handler callbacks are made on the loop
+ * thread and never under the lock, so a handler may write, and a writer holding its own locks cannot deadlock
+ * against a callback.
  *
  * <p>Memory. One registration per connection holds the receive slots ({@code slots * slotSize}) followed by the
  * send headers ({@link SendRing#HEADER_STRIDE} per send ring slot). It is released only after the queue pair is
  * destroyed, and every send buffer stays with the ring until its work request is known complete.
+ *
+ * <p>Closing never blocks the caller longer than {@code closeTimeout} + {@link #CLOSE_GRACE_NANOS}: pending frames
+ * are flushed for at most closeTimeout (a peer withholding credits cannot hold it longer), then the connection is
+ * disconnected; draining and release finish on the loop thread.
  */
 final class RdmaChannelImpl implements RdmaChannel {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
-    static final long RECV_BIT = 1L << 31;
+    static final long RECV_BIT = ReceiveSide.RECV_BIT;
     private static final long DRAIN_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(5);
     /** How long a teardown caused by flushes alone waits for the disconnect event that explains them. */
     private static final long FLUSH_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
-    /** Reassembly buffers above this are dropped after delivery instead of kept for the next frame. */
-    private static final int RETAIN_REASSEMBLY_BYTES = 4 << 20;
-
-    enum State { CONNECTING, OPEN, CLOSING, DRAINING, CLOSED }
+    /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
+    static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private final RdmaTransport transport;
     private final TransportConfig config;
@@ -42,10 +52,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private final int slotSize;
     private final ReentrantLock lock = new ReentrantLock();
     private final CountDownLatch closed = new CountDownLatch(1);
-    private final CreditWindow credits;
-    private final Outbox outbox = new Outbox();
-    private final Reassembler reassembler;
-    private final RecvList repost;
+    private final SendSide send;
+    private final ReceiveSide receive;
     /**
      * Consumed slots are reposted in groups of this many: one ibv_post_recv per group instead of one per frame. Safe
      * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
@@ -55,69 +63,31 @@ final class RdmaChannelImpl implements RdmaChannel {
     private volatile ChannelHandler handler;
     private volatile InetSocketAddress local;
     private volatile BufferPool pool;
-    private volatile State state = State.CONNECTING;
-    private volatile boolean writable = true;
+    private volatile ChannelState state = ChannelState.CONNECTING;
     private volatile int qpNumber = -1;
 
-    // set up by bind() and attach(); guarded by lock afterwards
+    // lifecycle; guarded by lock
     private CompletionLoop loop;
-    private volatile int index = -1; // read by the loop thread to build work request ids
+    private volatile int index = -1; // read by the loop thread
     private int reservedEntries;
     private RegisteredMemory memory;
-    private ByteBuffer headerView;
-    private ByteBuffer slotView;
-    private int headerBase;
     private QueuePair qp;
-    private SendRing ring;
-    private SendList sendList;
-    private PooledBuffer[] inlineDone;
-    private int inlineCount;
-    private int inlineLimit;
-
-    // peer's side of the handshake; guarded by lock
-    private int fragmentCapacity;
-    private int peerMaxFrame;
-
-    // guarded by lock
     private int receivesOutstanding;
     private FabricException cause;
     private boolean closeRequested;
     private boolean goodbyeSent;
-    private boolean writableOwed;
-    private boolean creditStalled;
-    private boolean queueStalled;
-    private long closeDeadline;
-    private long drainDeadline;
     private boolean closedNotified;
     private boolean silent;
     private boolean causeIsFlush;
+    private boolean drainTimedOut;
+    private long closeDeadline;
+    private long drainDeadline;
     private long flushGraceDeadline;
 
-    // completion loop thread only
+    /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     boolean touched;
-    private int batchReceived;
-    private int batchGranted;
-    private int batchSendSlot = -1;
-    private boolean batchDelivered;
-    private int batchFailureStatus = -1;
-    private String batchFailureWhat;
-    private boolean batchFlushed;
-    private FabricException batchProtocolError;
-    private volatile boolean remoteClosing;
-
-    // counters: send side under lock, receive side on the loop thread; volatile so snapshots see them
-    private volatile long framesSent;
-    private volatile long bytesSent;
-    private volatile long framesReceived;
-    private volatile long bytesReceived;
-    private volatile long creditFramesSent;
-    private volatile long creditFramesReceived;
-    private volatile long creditStalls;
-    private volatile long sendQueueStalls;
-    private volatile long sendsPosted;
-    private volatile long signaledSends;
-    private volatile long inlineSends;
-    private volatile long postCalls;
+    /** Completions and errors, counted by the completion loop (see ChannelCounters). */
+    final ChannelCounters counters = new ChannelCounters();
 
     RdmaChannelImpl(RdmaTransport transport, TransportConfig config, String id, InetSocketAddress remote,
                     InetSocketAddress local, ChannelHandler handler) {
@@ -131,10 +101,9 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.slots = config.receiveSlots() + 1;
         this.slotSize = config.slotSize();
         this.repostBatch = Math.max(1, Math.min(16, config.receiveSlots() / 8));
-        this.credits = new CreditWindow(effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(),
-                repostBatch));
-        this.reassembler = new Reassembler(config.maxFrameSize(), RETAIN_REASSEMBLY_BYTES);
-        this.repost = new RecvList(slots);
+        this.send = new SendSide(config, id, remote,
+                effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(), repostBatch));
+        this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
     }
 
     /**
@@ -162,13 +131,15 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.handler = handler;
     }
 
-    /** The peer's handshake: how we must fragment for it and what it grants. */
-    void setPeer(Handshake.Params peer) {
+    /**
+     * The peer's handshake: how we must fragment for it and what it grants.
+     *
+     * @throws FabricException when its values break the credit window's bound (a protocol error)
+     */
+    void setPeer(Handshake.Params peer) throws FabricException {
         lock.lock();
         try {
-            fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
-            peerMaxFrame = peer.maxFrameSize();
-            credits.grant(peer.initialCredits());
+            send.peer(peer);
         } finally {
             lock.unlock();
         }
@@ -224,15 +195,14 @@ final class RdmaChannelImpl implements RdmaChannel {
             loop = a.loop();
             index = a.index();
             try {
-                headerBase = slots * slotSize;
-                memory = device.register(headerBase + config.sendQueueDepth() * SendRing.HEADER_STRIDE);
+                memory = device.register(slots * slotSize + config.sendQueueDepth() * SendRing.HEADER_STRIDE);
             } catch (FabricException | RuntimeException e) {
                 loop.unregister(index, reservedEntries);
                 loop = null;
+                index = -1;
                 throw e;
             }
-            headerView = memory.buffer().duplicate();
-            slotView = memory.buffer().duplicate();
+            receive.attach(memory, index);
         } finally {
             lock.unlock();
         }
@@ -254,24 +224,30 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw new FabricException("channel " + id + ": queue pair takes " + caps.maxRecvWr()
                         + " receives, the transport posts " + slots);
             }
-            int budget = Math.min(config.sendQueueDepth(), caps.maxSendWr());
-            ring = new SendRing(budget, config.signalInterval());
-            sendList = new SendList(budget, 2 * budget);
-            inlineDone = new PooledBuffer[budget];
-            inlineLimit = config.maxInlineData() == 0 ? 0 : Math.min(config.maxInlineData(), caps.maxInlineData());
+            send.attach(queuePair, caps, memory, slots * slotSize, index);
             RecvList initial = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
-                initial.add(recvWrId(s), memory.address() + (long) s * slotSize, slotSize, memory.lkey());
+                receive.addReceive(initial, s);
             }
-            queuePair.postRecv(initial);
-            receivesOutstanding = slots;
+            try {
+                queuePair.postRecv(initial);
+                receivesOutstanding = slots;
+            } catch (FabricException e) {
+                receivesOutstanding = posted(e, initial.size());
+                throw e;
+            }
         } finally {
             lock.unlock();
         }
     }
 
+    /** How many of {@code attempted} work requests a failed post did post (ibv_post_* stops at the bad one). */
+    private static int posted(FabricException e, int attempted) {
+        return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
+    }
+
     /** Active side: connect returned with the peer's accept. */
-    void activeEstablished(Handshake.Params peer) {
+    void activeEstablished(Handshake.Params peer) throws FabricException {
         setPeer(peer);
         onEstablished();
     }
@@ -280,11 +256,11 @@ final class RdmaChannelImpl implements RdmaChannel {
         lock.lock();
         try {
             // the active side learns the peer's handshake when connect returns; an early event waits for it
-            if (state == State.CONNECTING && fragmentCapacity > 0 && ring != null) {
-                state = State.OPEN;
+            if (state == ChannelState.CONNECTING && send.isReady()) {
+                moveTo(ChannelState.OPEN);
                 LOG.debug("channel {} established: {} -> {}", id, describe(local), describe(remote));
                 flushLocked();
-                if (closeRequested) {
+                if (closeRequested && state == ChannelState.OPEN) {
                     beginOrderlyCloseLocked();
                 }
             }
@@ -296,17 +272,18 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void onDisconnected(String reason) {
         lock.lock();
         try {
-            if (state == State.CLOSED || (state == State.DRAINING && !causeIsFlush)) {
+            if (state == ChannelState.CLOSED || state == ChannelState.RELEASING
+                    || (state == ChannelState.DRAINING && !causeIsFlush)) {
                 return; // our own disconnect coming back, or already failing
             }
             FabricException why = null;
-            if (!closeRequested || !outbox.isEmpty()) {
-                why = new FabricException(remoteClosing
+            if (!closeRequested || !send.outboxEmpty()) {
+                why = new FabricException(receive.remoteClosing()
                         ? "channel " + id + ": peer " + describe(remote) + " closed the connection"
                         : "channel " + id + ": connection to " + describe(remote) + " lost: " + reason);
                 LOG.info("{}", why.getMessage());
             }
-            if (state == State.DRAINING) {
+            if (state == ChannelState.DRAINING) {
                 cause = why; // the disconnect explains the flushes seen before it
                 causeIsFlush = false;
                 return;
@@ -317,26 +294,44 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
-    /** Connect or accept failed before the channel was established: release what bind/attach took. */
+    /**
+     * Connect or accept failed before the channel was established: release what bind/attach took. The queue pair
+     * is destroyed here; the memory is released by the loop thread (a completion already polled may still be read
+     * there), which this waits for, briefly.
+     */
     void abortUnestablished(FabricException why, boolean notifyHandler) {
+        boolean releaseHere;
         lock.lock();
         try {
-            if (state == State.CLOSED) {
+            if (state == ChannelState.CLOSED || state == ChannelState.RELEASING) {
                 return;
             }
-            cause = why;
-            state = State.CLOSED;
+            silent = !notifyHandler; // before any thread can see the channel closing
+            if (state == ChannelState.OPEN || state == ChannelState.CLOSING) {
+                beginDisconnectLocked(why);
+            }
+            if (cause == null) {
+                cause = why;
+            }
             if (qp != null) {
                 qp.close(); // never established, or established and failed: the fabric flushed nothing we wait for
+                receivesOutstanding = 0;
             }
-            releaseLocked();
+            releaseHere = index < 0; // no loop slot taken: no loop thread can know this channel
+            if (releaseHere) {
+                moveTo(ChannelState.CLOSED);
+                releaseLocked();
+            } else {
+                moveTo(ChannelState.RELEASING);
+            }
         } finally {
             lock.unlock();
         }
-        if (!notifyHandler) {
-            silent = true;
+        if (releaseHere) {
+            notifyClosed();
+        } else {
+            awaitClosed(CLOSE_GRACE_NANOS);
         }
-        notifyClosed();
     }
 
     /** Active side: the accept reply was not acceptable; tear the established connection down properly. */
@@ -344,12 +339,13 @@ final class RdmaChannelImpl implements RdmaChannel {
         lock.lock();
         try {
             silent = true; // the caller of connect gets the exception; the handler never saw this channel
-            state = State.OPEN;
-            beginDisconnectLocked(why);
+            if (state.compareTo(ChannelState.CLOSING) <= 0) {
+                beginDisconnectLocked(why);
+            }
         } finally {
             lock.unlock();
         }
-        awaitClosed();
+        awaitClosed(closeWaitNanos());
     }
 
     // ------------------------------------------------------------------------------------------------ public API
@@ -384,7 +380,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     @Override
     public void write(SendBuffer buffer, boolean flush) throws FabricException {
-        if (!(buffer instanceof PooledBuffer) || ((PooledBuffer) buffer).pool() != pool) {
+        if (!(buffer instanceof PooledBuffer.Lease lease) || lease.pooled().pool() != pool) {
             // not our registered memory: copy it into some
             ByteBuffer b = buffer.buffer().duplicate();
             b.flip();
@@ -395,30 +391,30 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             return;
         }
-        PooledBuffer frame = (PooledBuffer) buffer;
+        PooledBuffer frame = lease.pooled();
         int length = frame.buffer().position();
-        if (!frame.transferToChannel()) {
+        if (!lease.transferToChannel()) {
             throw new IllegalStateException("channel " + id + ": send buffer was already written or released");
         }
         frame.frameLength = length;
         frame.sentOffset = 0;
         lock.lock();
         try {
-            if (state.compareTo(State.OPEN) > 0 || closeRequested) {
+            if (state.compareTo(ChannelState.OPEN) > 0 || closeRequested) {
                 frame.releaseFromChannel();
                 throw closedException();
             }
-            int max = maxWritableLocked();
+            int max = send.maxWritable();
             if (length > max) {
                 frame.releaseFromChannel();
                 throw new IllegalArgumentException("channel " + id + ": frame of " + length
                         + " bytes exceeds the maximum frame size " + max);
             }
-            outbox.add(frame);
+            send.enqueue(frame);
             if (flush) {
                 flushLocked();
             }
-            updateWritabilityLocked();
+            send.updateWritability();
         } finally {
             lock.unlock();
         }
@@ -434,7 +430,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         if (!isOpen()) {
             throw closedException();
         }
-        PooledBuffer b = pool.allocate(length);
+        PooledBuffer.Lease b = pool.allocate(length);
         b.buffer().put(frame.duplicate());
         write(b, flush);
     }
@@ -443,11 +439,11 @@ final class RdmaChannelImpl implements RdmaChannel {
     public void flush() throws FabricException {
         lock.lock();
         try {
-            if (state.compareTo(State.CLOSING) > 0) {
+            if (state.tearingDown()) {
                 throw closedException();
             }
             flushLocked();
-            updateWritabilityLocked();
+            send.updateWritability();
         } finally {
             lock.unlock();
         }
@@ -455,13 +451,14 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     @Override
     public boolean isWritable() {
-        return writable;
+        return send.isWritable();
     }
 
     @Override
     public void setAutoRead(boolean autoRead) {
         lock.lock();
         try {
+            CreditWindow credits = send.credits();
             if (credits.isReturning() == autoRead) {
                 return;
             }
@@ -477,54 +474,60 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     @Override
     public boolean isOpen() {
-        return state.compareTo(State.OPEN) <= 0 && !closeRequested;
+        return state.compareTo(ChannelState.OPEN) <= 0 && !closeRequested;
     }
 
+    /** Orderly close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} whatever the peer does. */
     @Override
     public void close() {
         lock.lock();
         try {
-            if (closeRequested || state.compareTo(State.CLOSING) >= 0) {
-                // already closing
-            } else {
+            if (!closeRequested && state.compareTo(ChannelState.CLOSING) < 0) {
                 closeRequested = true;
-                closeDeadline = System.nanoTime() + config.connectTimeout().toNanos();
-                if (state == State.OPEN) {
+                closeDeadline = System.nanoTime() + config.closeTimeout().toNanos();
+                if (state == ChannelState.OPEN) {
                     beginOrderlyCloseLocked();
                 }
-                // CONNECTING: established() or the connect's failure completes the close
+                // CONNECTING: established() or the connect's failure completes the close, or the deadline (tick)
             }
         } finally {
             lock.unlock();
         }
-        awaitClosed();
+        awaitClosed(closeWaitNanos());
     }
 
+    /** Immediate close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} like {@link #close()}. */
     @Override
     public void forceClose() {
         lock.lock();
         try {
             closeRequested = true;
-            if (state.compareTo(State.CLOSING) <= 0 && qp != null) {
+            if (state.compareTo(ChannelState.CLOSING) <= 0 && qp != null) {
                 beginDisconnectLocked(null);
             }
         } finally {
             lock.unlock();
         }
-        awaitClosed();
+        awaitClosed(closeWaitNanos());
     }
 
-    /** Blocks until released, unless called on the completion loop itself (which must go on to do the release). */
-    private void awaitClosed() {
+    private long closeWaitNanos() {
+        return config.closeTimeout().toNanos() + CLOSE_GRACE_NANOS;
+    }
+
+    /**
+     * Blocks until released or {@code nanos} passed, unless called on the completion loop itself (which must go on
+     * to do the release). Past the bound, teardown goes on in the loop; the caller does not wait for it.
+     */
+    private void awaitClosed(long nanos) {
         CompletionLoop l = loop;
-        if (l == null || l.isLoopThread() || state == State.CLOSED) {
+        if (l == null || l.isLoopThread() || state == ChannelState.CLOSED) {
             return;
         }
         try {
-            long wait = config.connectTimeout().toNanos() + 2 * DRAIN_TIMEOUT_NANOS;
-            if (!closed.await(wait, TimeUnit.NANOSECONDS)) {
-                LOG.warn("channel {} ({}): close did not complete within {} ms", id, describe(remote),
-                        TimeUnit.NANOSECONDS.toMillis(wait));
+            if (!closed.await(nanos, TimeUnit.NANOSECONDS)) {
+                LOG.info("channel {} ({}): not released within {} ms; it finishes in the background", id,
+                        describe(remote), TimeUnit.NANOSECONDS.toMillis(nanos));
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -532,13 +535,33 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     boolean isClosed() {
-        return state == State.CLOSED;
+        return state == ChannelState.CLOSED;
+    }
+
+    ChannelState state() {
+        return state;
+    }
+
+    /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
+    boolean drainTimedOut() {
+        lock.lock();
+        try {
+            return drainTimedOut;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Bytes this channel has registered (receive slots and send headers); 0 before bind and after release. */
+    long registeredBytes() {
+        RegisteredMemory m = memory;
+        return m == null ? 0 : m.length();
     }
 
     TransportStats stats() {
-        return new TransportStats(framesSent, bytesSent, framesReceived, bytesReceived, creditFramesSent,
-                creditFramesReceived, creditStalls, sendQueueStalls, sendsPosted, signaledSends, inlineSends,
-                postCalls);
+        return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
+                send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
+                send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls);
     }
 
     /**
@@ -548,7 +571,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     int receivesPostedOrAwaitingRepost() {
         lock.lock();
         try {
-            return receivesOutstanding + repost.size();
+            return receivesOutstanding + receive.repost().size();
         } finally {
             lock.unlock();
         }
@@ -558,10 +581,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     String debugState() {
         lock.lock();
         try {
-            return id + " " + state + " credits=" + credits.sendCredits() + " owed=" + credits.owed()
-                    + " returning=" + credits.isReturning() + " outbox=" + outbox.size() + "/" + outbox.queuedBytes()
-                    + "B ring=" + (ring == null ? "-" : ring.outstanding() + "/" + ring.capacity() + " signaled="
-                    + ring.signaledOutstanding()) + " receives=" + receivesOutstanding + " writable=" + writable;
+            return id + " " + state + " " + send.debugState() + " receives=" + receivesOutstanding;
         } finally {
             lock.unlock();
         }
@@ -572,133 +592,18 @@ final class RdmaChannelImpl implements RdmaChannel {
         return "RdmaChannel[" + id + " " + describe(local) + " -> " + describe(remote) + " " + state + "]";
     }
 
-    // ---------------------------------------------------------------------------------------------- send path
-
-    private int maxWritableLocked() {
-        return peerMaxFrame > 0 ? Math.min(config.maxFrameSize(), peerMaxFrame) : config.maxFrameSize();
+    private void moveTo(ChannelState next) {
+        state = state.moveTo(next, id);
     }
 
-    /**
-     * Posts as much of the outbox as credits and send budget allow, as one list, then a credit frame if credit is
-     * owed and no data carried it. Sends before the connection is established wait in the outbox.
-     */
+    /** Sends before the connection is established wait in the outbox; a failed post fails the channel. */
     private void flushLocked() {
-        if (state != State.OPEN && state != State.CLOSING) {
+        if (!state.sends()) {
             return;
         }
-        sendList.clear();
-        inlineCount = 0;
-        while (!outbox.isEmpty()) {
-            if (ring.free() == 0) {
-                if (!queueStalled) {
-                    queueStalled = true;
-                    sendQueueStalls++;
-                }
-                break;
-            }
-            if (!credits.maySendData()) {
-                if (!creditStalled) {
-                    creditStalled = true;
-                    creditStalls++;
-                }
-                break;
-            }
-            queueStalled = false;
-            creditStalled = false;
-            addFragmentLocked(outbox.peek());
-        }
-        if (ring.free() > 0 && credits.creditFrameDue()) {
-            addCreditFrameLocked(0);
-        }
-        postLocked();
-    }
-
-    private void addFragmentLocked(PooledBuffer frame) {
-        int offset = frame.sentOffset;
-        int n = Math.min(frame.frameLength - offset, fragmentCapacity);
-        boolean first = offset == 0;
-        boolean last = offset + n == frame.frameLength;
-        boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
-        // an inline frame of one fragment is copied by postSend, so its buffer can go straight back afterwards;
-        // otherwise the last fragment's completion releases it (completions come in order)
-        boolean releaseAfterPost = inline && first && last;
-        int give = credits.spend();
-        int slot = ring.nextSlot();
-        boolean signal = ring.claim(releaseAfterPost || !last ? null : frame,
-                credits.sendCredits() == 0 || (last && frame.isDedicated()));
-        int header = headerBase + slot * SendRing.HEADER_STRIDE;
-        FrameHeader.write(headerView, header, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
-                give, first ? frame.frameLength : offset);
-        sendList.addSend(sendWrId(slot), (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
-        if (n > 0) {
-            sendList.addSge(frame.address() + offset, n, frame.lkey());
-        }
-        countSend(signal, inline);
-        frame.sentOffset = offset + n;
-        outbox.posted(n);
-        if (last) {
-            outbox.remove();
-            framesSent++;
-            bytesSent += frame.frameLength;
-            if (releaseAfterPost) {
-                inlineDone[inlineCount++] = frame;
-            }
-        }
-    }
-
-    /** A header-only SEND returning credit; with {@link FrameHeader#CLOSE} it is the orderly goodbye. */
-    private void addCreditFrameLocked(int extraFlags) {
-        int give = credits.spend();
-        int slot = ring.nextSlot();
-        boolean signal = ring.claim(null, extraFlags != 0 || credits.sendCredits() == 0);
-        int header = headerBase + slot * SendRing.HEADER_STRIDE;
-        FrameHeader.write(headerView, header, FrameHeader.CREDIT | extraFlags, give, 0);
-        boolean inline = FrameHeader.LENGTH <= inlineLimit;
-        sendList.addSend(sendWrId(slot), (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
-        countSend(signal, inline);
-        creditFramesSent++;
-    }
-
-    private void countSend(boolean signal, boolean inline) {
-        sendsPosted++;
-        if (signal) {
-            signaledSends++;
-        }
-        if (inline) {
-            inlineSends++;
-        }
-    }
-
-    private void postLocked() {
-        if (sendList.isEmpty()) {
-            return;
-        }
-        try {
-            qp.postSend(sendList);
-            postCalls++;
-        } catch (FabricException e) {
-            // what was claimed stays in the ring: it is released once the queue pair is destroyed
-            failLocked(new FabricException("channel " + id + " (" + describe(remote) + "): posting "
-                    + sendList.size() + " sends failed: " + e.getMessage(), e));
-        } finally {
-            sendList.clear();
-            for (int i = 0; i < inlineCount; i++) {
-                inlineDone[i].releaseFromChannel();
-                inlineDone[i] = null;
-            }
-            inlineCount = 0;
-        }
-    }
-
-    private void updateWritabilityLocked() {
-        long queued = outbox.queuedBytes();
-        if (writable && queued > config.writeHighWaterMark()) {
-            writable = false;
-        } else if (!writable && queued <= config.writeHighWaterMark() / 2) {
-            writable = true;
-            writableOwed = true;
+        FabricException failed = send.flush();
+        if (failed != null) {
+            failLocked(failed);
         }
     }
 
@@ -708,164 +613,119 @@ final class RdmaChannelImpl implements RdmaChannel {
         return qpNumber;
     }
 
-    long recvWrId(int slot) {
-        return ((long) index << 32) | RECV_BIT | slot;
-    }
-
-    long sendWrId(int slot) {
-        return ((long) index << 32) | slot;
-    }
-
     void onReceiveCompletion(int slot, int status, int byteLength) {
-        batchReceived++;
-        if (status != WcStatus.SUCCESS) {
-            noteFailure(status, "receive");
-            return;
-        }
-        if (state.compareTo(State.CLOSING) > 0 || batchProtocolError != null) {
-            return; // tearing down: the slot is not reposted, nothing more is delivered
-        }
-        int base = slot * slotSize;
-        try {
-            if (byteLength < FrameHeader.LENGTH) {
-                throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
-            }
-            int flags = FrameHeader.flags(slotView, base);
-            batchGranted += FrameHeader.credits(slotView, base);
-            if ((flags & FrameHeader.CLOSE) != 0) {
-                remoteClosing = true;
-            }
-            if ((flags & FrameHeader.CREDIT) != 0) {
-                creditFramesReceived++;
-            } else {
-                slotView.limit(base + byteLength).position(base + FrameHeader.LENGTH);
-                ByteBuffer frame = reassembler.accept(slotView, flags, FrameHeader.lengthOrOffset(slotView, base));
-                if (frame != null) {
-                    deliver(frame);
-                }
-                slotView.clear();
-            }
-            repost.add(recvWrId(slot), memory.address() + base, slotSize, memory.lkey());
-        } catch (FabricException e) {
-            batchProtocolError = new FabricException("channel " + id + " (" + describe(remote) + "): "
-                    + e.getMessage());
-        }
+        receive.onReceive(slot, status, byteLength, state.tearingDown());
     }
 
     private void deliver(ByteBuffer frame) {
-        framesReceived++;
-        bytesReceived += frame.remaining();
-        batchDelivered = true;
         try {
             handler.onFrame(this, frame);
         } catch (RuntimeException | Error e) {
             LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, describe(remote),
                     frame.limit(), e);
-        } finally {
-            reassembler.delivered();
         }
     }
 
     void onSendCompletion(int slot, int status) {
-        batchSendSlot = slot;
-        if (status != WcStatus.SUCCESS) {
-            noteFailure(status, "send");
-        }
-    }
-
-    private void noteFailure(int status, String what) {
-        if (status == WcStatus.WR_FLUSH_ERR) {
-            batchFlushed = true;
-        } else if (batchFailureStatus < 0) {
-            batchFailureStatus = status;
-            batchFailureWhat = what;
-        }
+        receive.onSend(slot, status);
     }
 
     /** Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. */
     void endOfBatch() {
-        boolean delivered = batchDelivered;
+        boolean delivered = receive.batchDelivered();
         boolean notifyWritable;
         boolean notifyClosed;
         lock.lock();
         try {
-            receivesOutstanding -= batchReceived;
-            if (batchSendSlot >= 0) {
-                ring.retireThrough(batchSendSlot);
+            receivesOutstanding -= receive.batchReceived();
+            if (receive.batchSendSlot() >= 0) {
+                send.retireThrough(receive.batchSendSlot());
             }
-            credits.grant(batchGranted);
-            if (batchProtocolError != null) {
-                LOG.error("{}", batchProtocolError.getMessage());
-                failLocked(batchProtocolError);
-            } else if (batchFailureStatus >= 0) {
-                failLocked(completionFailure(batchFailureStatus, batchFailureWhat));
-            } else if (batchFlushed && state.compareTo(State.CLOSING) <= 0) {
-                if (remoteClosing) {
-                    beginDisconnectLocked(new FabricException("channel " + id + ": peer " + describe(remote)
-                            + " closed the connection"));
-                } else {
-                    // flushes alone: the queue pair went to error, most likely a disconnect whose event is on its
-                    // way; teardown waits a moment for it, so its reason can replace this one
-                    LOG.debug("channel {} ({}): work requests flushed before any disconnect event", id,
-                            describe(remote));
-                    beginDisconnectLocked(new FabricException("channel " + id + " (" + describe(remote)
-                            + "): work requests flushed: the queue pair went to error"));
-                    causeIsFlush = true;
-                    flushGraceDeadline = System.nanoTime() + FLUSH_GRACE_NANOS;
-                }
+            try {
+                send.credits().grant(receive.batchGranted());
+            } catch (FabricException e) {
+                receive.protocolError(e);
             }
-            // CONNECTING counts too: the passive side hears "established" after the peer may already have sent,
-            // and a slot not reposted would be a credit lost for good
-            if (state.compareTo(State.CLOSING) > 0) {
-                repost.clear(); // tearing down: consumed slots stay unposted
-            } else if (repost.size() >= repostBatch) {
-                try {
-                    qp.postRecv(repost);
-                    receivesOutstanding += repost.size();
-                    credits.reposted(repost.size());
-                } catch (FabricException e) {
-                    failLocked(new FabricException("channel " + id + " (" + describe(remote)
-                            + "): reposting receives failed: " + e.getMessage(), e));
-                }
-                repost.clear();
-            }
+            applyBatchOutcomeLocked();
+            repostLocked();
             progressLocked();
-            notifyWritable = takeWritableOwed();
-            notifyClosed = state == State.CLOSED && !closedNotified;
+            notifyWritable = send.takeWritableOwed(!state.tearingDown());
+            notifyClosed = state == ChannelState.CLOSED && !closedNotified;
         } finally {
             lock.unlock();
-            batchReceived = 0;
-            batchGranted = 0;
-            batchSendSlot = -1;
-            batchDelivered = false;
-            batchFailureStatus = -1;
-            batchFailureWhat = null;
-            batchFlushed = false;
-            batchProtocolError = null;
+            receive.resetBatch();
         }
         callbacks(delivered, notifyWritable, notifyClosed);
     }
 
-    /** Periodic work of the loop: deadlines of closing channels, writability owed from other threads. */
+    private void applyBatchOutcomeLocked() {
+        FabricException protocolError = receive.batchProtocolError();
+        if (protocolError != null) {
+            counters.protocolError();
+            failLocked(protocolError);
+        } else if (receive.batchFailureStatus() >= 0) {
+            failLocked(completionFailure(receive.batchFailureStatus(), receive.batchFailureWhat()));
+        } else if (receive.batchFlushed() && !state.tearingDown()) {
+            if (receive.remoteClosing()) {
+                beginDisconnectLocked(new FabricException("channel " + id + ": peer " + describe(remote)
+                        + " closed the connection"));
+            } else {
+                // flushes alone: the queue pair went to error, most likely a disconnect whose event is on its
+                // way; teardown waits a moment for it, so its reason can replace this one
+                LOG.debug("channel {} ({}): work requests flushed before any disconnect event", id,
+                        describe(remote));
+                beginDisconnectLocked(new FabricException("channel " + id + " (" + describe(remote)
+                        + "): work requests flushed: the queue pair went to error"));
+                causeIsFlush = true;
+                flushGraceDeadline = System.nanoTime() + FLUSH_GRACE_NANOS;
+            }
+        }
+    }
+
+    /**
+     * Reposts consumed slots once a group is complete. CONNECTING counts too: the passive side hears "established"
+     * after the peer may already have sent, and a slot not reposted would be a credit lost for good.
+     */
+    private void repostLocked() {
+        RecvList repost = receive.repost();
+        if (state.tearingDown()) {
+            repost.clear(); // tearing down: consumed slots stay unposted
+        } else if (repost.size() >= repostBatch) {
+            try {
+                qp.postRecv(repost);
+                receivesOutstanding += repost.size();
+                send.credits().reposted(repost.size());
+            } catch (FabricException e) {
+                int posted = posted(e, repost.size());
+                receivesOutstanding += posted; // those complete (flushed) and are waited for; the rest never will
+                failLocked(new FabricException("channel " + id + " (" + describe(remote)
+                        + "): reposting receives failed after " + posted + " of " + repost.size() + ": "
+                        + e.getMessage(), e));
+            }
+            repost.clear();
+        }
+    }
+
+    /** Periodic work of the loop: deadlines (close, reassembly), writability owed from other threads, release. */
     void tick(long now) {
         boolean notifyWritable;
         boolean notifyClosed;
         lock.lock();
         try {
+            FabricException overdue = state.tearingDown() ? null : receive.overdueFrame(now);
+            if (overdue != null) {
+                failLocked(overdue); // logs it
+            }
+            if (state == ChannelState.CONNECTING && closeRequested && qp != null && now - closeDeadline > 0) {
+                beginDisconnectLocked(null); // closed before it was established, and it never was
+            }
             progressLocked(now);
-            notifyWritable = takeWritableOwed();
-            notifyClosed = state == State.CLOSED && !closedNotified;
+            notifyWritable = send.takeWritableOwed(!state.tearingDown());
+            notifyClosed = state == ChannelState.CLOSED && !closedNotified;
         } finally {
             lock.unlock();
         }
         callbacks(false, notifyWritable, notifyClosed);
-    }
-
-    private boolean takeWritableOwed() {
-        updateWritabilityLocked();
-        boolean owed = writableOwed && state.compareTo(State.CLOSING) <= 0;
-        writableOwed = false;
-        return owed;
     }
 
     private void callbacks(boolean delivered, boolean notifyWritable, boolean notifyClosed) {
@@ -887,6 +747,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     private void notifyClosed() {
         FabricException why;
+        boolean quiet;
         lock.lock();
         try {
             if (closedNotified) {
@@ -894,13 +755,14 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             closedNotified = true;
             why = cause;
+            quiet = silent;
         } finally {
             lock.unlock();
         }
         transport.channelClosed(this);
         closed.countDown();
         ChannelHandler h = handler;
-        if (h != null && !silent) {
+        if (h != null && !quiet) {
             try {
                 h.onClosed(this, why);
             } catch (RuntimeException | Error e) {
@@ -913,66 +775,76 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** As {@link #progressLocked(long)}; an open channel only flushes, without reading the clock (once per batch). */
     private void progressLocked() {
-        if (state == State.OPEN) {
+        if (state == ChannelState.OPEN) {
             flushLocked();
-            if (state == State.OPEN) {
+            if (state == ChannelState.OPEN) {
                 return;
             }
         }
         progressLocked(System.nanoTime());
     }
 
-    /** Moves the channel on: flushes, then advances closing or draining, whose deadlines use {@code now}. */
+    /**
+     * Moves the channel on: flushes, then advances closing or draining, whose deadlines use {@code now}; a channel
+     * that is done is released. Called on the loop thread only (endOfBatch, tick), which is what makes the release
+     * safe against the receive side.
+     */
     private void progressLocked(long now) {
-        if (state == State.OPEN || state == State.CLOSING) {
+        if (state.sends()) {
             flushLocked();
         }
-        if (state == State.CLOSING) {
+        if (state == ChannelState.CLOSING) {
             progressOrderlyCloseLocked(now);
         }
-        if (state == State.DRAINING && isDrainedLocked(now)) {
+        if (state == ChannelState.DRAINING && isDrainedLocked(now)) {
             finishTeardownLocked();
+        } else if (state == ChannelState.RELEASING) {
+            moveTo(ChannelState.CLOSED);
+            releaseLocked();
         }
     }
 
     private void beginOrderlyCloseLocked() {
-        state = State.CLOSING;
+        moveTo(ChannelState.CLOSING);
         flushLocked();
-        progressOrderlyCloseLocked(System.nanoTime());
+        if (state == ChannelState.CLOSING) {
+            progressOrderlyCloseLocked(System.nanoTime());
+        }
     }
 
     /**
      * Closing: pending frames go first, then a signaled goodbye (which also retires any unsignaled sends before it);
-     * once every send is known complete, disconnect. Bounded by connectTimeout.
+     * once every send is known complete, disconnect. Bounded by closeTimeout.
      */
     private void progressOrderlyCloseLocked(long now) {
-        if (outbox.isEmpty()) {
-            if (!goodbyeSent && ring.free() > 0 && credits.sendCredits() >= 1) {
+        if (send.outboxEmpty()) {
+            if (!goodbyeSent && send.goodbyeAffordable()) {
                 goodbyeSent = true;
-                sendList.clear();
-                inlineCount = 0;
-                addCreditFrameLocked(FrameHeader.CLOSE);
-                postLocked();
+                FabricException failed = send.sendGoodbye();
+                if (failed != null) {
+                    failLocked(failed);
+                    return;
+                }
             }
             // with no credit left, the send that spent the last one was signaled, so the ring still drains
-            if ((goodbyeSent || credits.sendCredits() == 0) && ring.outstanding() == 0
-                    && state == State.CLOSING) {
+            if ((goodbyeSent || send.credits().sendCredits() == 0) && send.ringOutstanding() == 0
+                    && state == ChannelState.CLOSING) {
                 beginDisconnectLocked(null);
             }
         }
-        if (state == State.CLOSING && now - closeDeadline > 0) {
-            LOG.warn("channel {} ({}): orderly close timed out with {} frames unsent; disconnecting", id,
-                    describe(remote), outbox.size());
-            beginDisconnectLocked(outbox.isEmpty() ? null : new FabricException("channel " + id
-                    + ": close timed out with " + outbox.size() + " frames unsent to " + describe(remote)));
+        if (state == ChannelState.CLOSING && now - closeDeadline > 0) {
+            LOG.warn("channel {} ({}): orderly close timed out after closeTimeout ({} ms) with {} frames unsent; "
+                    + "disconnecting", id, describe(remote), config.closeTimeout().toMillis(), send.outboxSize());
+            beginDisconnectLocked(send.outboxEmpty() ? null : new FabricException("channel " + id
+                    + ": close timed out with " + send.outboxSize() + " frames unsent to " + describe(remote)));
         }
     }
 
     private void failLocked(FabricException why) {
-        if (state == State.DRAINING || state == State.CLOSED) {
+        if (state.tearingDown()) {
             return;
         }
-        if (remoteClosing) {
+        if (receive.remoteClosing()) {
             why = new FabricException("channel " + id + ": peer " + describe(remote) + " closed the connection", why);
         } else {
             LOG.error("{}", why.getMessage());
@@ -990,10 +862,10 @@ final class RdmaChannelImpl implements RdmaChannel {
         if (cause == null) {
             cause = why;
         }
-        state = State.DRAINING;
+        moveTo(ChannelState.DRAINING);
         drainDeadline = System.nanoTime() + DRAIN_TIMEOUT_NANOS;
         // queued frames are dropped only in releaseLocked: a partly posted one is still pointed at by sends
-        writable = false;
+        send.stopWriting();
         if (qp != null) {
             qp.disconnect();
         }
@@ -1007,13 +879,14 @@ final class RdmaChannelImpl implements RdmaChannel {
         if (causeIsFlush && now - flushGraceDeadline < 0) {
             return false;
         }
-        if (qp == null || (receivesOutstanding <= 0 && ring.signaledOutstanding() == 0)) {
+        if (qp == null || (receivesOutstanding <= 0 && send.signaledOutstanding() == 0)) {
             return true;
         }
         if (now - drainDeadline > 0) {
+            drainTimedOut = true;
             LOG.warn("channel {} ({}): {} receives and {} signaled sends did not complete after disconnect; "
                     + "destroying the queue pair anyway", id, describe(remote), receivesOutstanding,
-                    ring.signaledOutstanding());
+                    send.signaledOutstanding());
             return true;
         }
         return false;
@@ -1021,7 +894,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Destroy the queue pair, then release what its work requests pointed at, then the connection's memory. */
     private void finishTeardownLocked() {
-        state = State.CLOSED;
+        moveTo(ChannelState.CLOSED);
         if (qp != null) {
             qp.close();
         }
@@ -1029,13 +902,10 @@ final class RdmaChannelImpl implements RdmaChannel {
         LOG.debug("channel {} closed{}", id, cause == null ? "" : ": " + cause.getMessage());
     }
 
+    /** On the loop thread (or before any loop knew the channel): the queue pair is gone, nothing points in. */
     private void releaseLocked() {
-        state = State.CLOSED;
-        writable = false;
-        if (ring != null) {
-            ring.retireAll();
-        }
-        outbox.releaseAll();
+        send.releaseAll();
+        receive.release();
         if (memory != null) {
             memory.close();
             memory = null;

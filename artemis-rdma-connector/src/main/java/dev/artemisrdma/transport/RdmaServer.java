@@ -7,10 +7,17 @@ public final class RdmaServer implements AutoCloseable {
 
     private final FabricListener listener;
     private final Runnable onClose;
+    private final ListenerStats stats;
 
-    RdmaServer(FabricListener listener, Runnable onClose) {
+    RdmaServer(FabricListener listener, Runnable onClose, ListenerStats stats) {
         this.listener = listener;
         this.onClose = onClose;
+        this.stats = stats;
+    }
+
+    /** How the connection requests that reached this server were answered. */
+    public ListenerStats stats() {
+        return stats;
     }
 
     /** The bound address, with the real port when 0 was asked for. */

@@ -30,12 +30,14 @@ public final class RdmaTransport implements AutoCloseable {
     private final Map<FabricDevice, DeviceResources> devices = new ConcurrentHashMap<>();
     private final Set<RdmaChannelImpl> channels = ConcurrentHashMap.newKeySet();
     private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
+    private final ReassemblyBudget reassemblyBudget;
     private volatile boolean closed;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
         this.fabric = fabric;
         this.config = config;
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
+        this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
     }
 
     public static RdmaTransport create(Fabric fabric, TransportConfig config) {
@@ -57,8 +59,9 @@ public final class RdmaTransport implements AutoCloseable {
     public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor) throws FabricException {
         checkOpen();
         RdmaServer[] self = new RdmaServer[1];
-        FabricListener listener = fabric.listen(bind, config.addressing(), request -> onRequest(request, acceptor));
-        RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]));
+        ListenerStats stats = new ListenerStats();
+        FabricListener listener = fabric.listen(bind, config.addressing(), request -> onRequest(stats.counting(request), stats, acceptor));
+        RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);
         LOG.info("{}: listening on {}", name, describe(listener.localAddress()));
@@ -89,26 +92,25 @@ public final class RdmaTransport implements AutoCloseable {
                     : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
             throw e;
         }
-        Handshake.Params peer;
         try {
-            peer = Handshake.decodeAccept(qp.peerPrivateData());
-        } catch (Handshake.HandshakeException e) {
+            ch.activeEstablished(Handshake.decodeAccept(qp.peerPrivateData()));
+        } catch (Handshake.HandshakeException | FabricException e) {
             FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
                     + e.getMessage());
             LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
             ch.failHandshake(why);
             throw why;
         }
-        ch.activeEstablished(peer);
         return ch;
     }
 
-    private void onRequest(ConnectionRequest request, ChannelAcceptor acceptor) {
+    private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor) {
         InetSocketAddress peerAddress = request.peerAddress();
         Handshake.Params peer;
         try {
             peer = Handshake.decodeConnect(request.privateData());
         } catch (Handshake.HandshakeException e) {
+            stats.protocolError();
             LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
                     describe(request.localAddress()), e.getMessage());
             request.reject(Handshake.encodeReject(e.getMessage()));
@@ -131,8 +133,14 @@ public final class RdmaTransport implements AutoCloseable {
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
         ChannelHandler handler;
         try {
-            ch.usePool(pool(request.device()));
             ch.setPeer(peer);
+        } catch (FabricException e) {
+            LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            request.reject(Handshake.encodeReject(e.getMessage()));
+            return;
+        }
+        try {
+            ch.usePool(pool(request.device()));
             handler = acceptor.onAccepted(ch);
         } catch (RuntimeException | Error e) {
             LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress), e.toString());
@@ -159,6 +167,11 @@ public final class RdmaTransport implements AutoCloseable {
             ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
                     + " failed: " + e.getMessage(), e), true);
         }
+    }
+
+    /** The heap all channels together may hold for reassembly ({@code reassemblyMemory}). */
+    ReassemblyBudget reassemblyBudget() {
+        return reassemblyBudget;
     }
 
     private String nextId() {
@@ -231,6 +244,15 @@ public final class RdmaTransport implements AutoCloseable {
     /** Live channels, for tests and monitoring. */
     public int channelCount() {
         return channels.size();
+    }
+
+    /** Bytes registered by the send buffer pools (shared by every channel of this transport), for monitoring. */
+    public long sendPoolBytes() {
+        long sum = 0;
+        for (DeviceResources res : devices.values()) {
+            sum += res.pool.registeredBytes();
+        }
+        return sum;
     }
 
     @Override

@@ -84,18 +84,20 @@ final class SendRing {
     }
 
     /**
-     * Takes back the most recent claim after its post failed before reaching the queue pair: its buffer is not
-     * released (the caller still owns the frame).
+     * Takes back the most recent claim after its post failed before reaching the queue pair; returns the buffer
+     * it was to release (null if none), which is not released here: earlier posted fragments may point into it.
      */
-    void unclaimLast() {
+    PooledBuffer unclaimLast() {
         posted--;
         int slot = postSlot == 0 ? capacity - 1 : postSlot - 1;
         postSlot = slot;
         if (signaled[slot]) {
             signaledOutstanding--;
         }
+        PooledBuffer b = release[slot];
         release[slot] = null;
         signaled[slot] = false;
+        return b;
     }
 
     /**

@@ -29,7 +29,14 @@ import java.util.TreeSet;
  * @param rnrRetryCount          how the peer's sends are retried when no receive is posted (7 = forever; a
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
  * @param retryCount             transport retries on packet loss
- * @param connectTimeout         bound on connect and on an orderly close's drain
+ * @param connectTimeout         bound on connect
+ * @param maxReassemblyBytes     heap one connection may hold for a fragmented frame being put back together; a
+ *                               peer that needs more fails its own connection (frames above it cannot be received)
+ * @param reassemblyMemory       heap all connections of the transport together may hold for frames being put back
+ *                               together; the connection whose fragment would exceed it fails
+ * @param reassemblyTimeout      how long a fragmented frame may stay unfinished before its connection fails
+ * @param closeTimeout           bound on an orderly close: pending frames are flushed for at most this long, then the
+ *                               connection is disconnected; {@code close()} returns within closeTimeout + 1 s
  * @param device                 the RDMA device listeners and connections must use; null: the route chooses
  * @param tos                    RoCE type of service (0..255) of every connection; {@link Addressing#DEFAULT_TOS}:
  *                               the kernel's
@@ -38,6 +45,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
                               long busyPollMicros, int completionThreads, int completionQueueEntries,
                               int rnrRetryCount, int retryCount, Duration connectTimeout,
+                              int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
+                              Duration closeTimeout,
                               String device, int tos) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
@@ -46,16 +55,19 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final int MAX_RECEIVE_SLOTS = 65535;
     public static final int MAX_SLOT_SIZE = 16 << 20;
     public static final int MAX_FRAME_SIZE_LIMIT = 1 << 30;
+    /** The smallest maximum frame size: a peer that accepts less is refused at the handshake. */
+    public static final int MIN_FRAME_SIZE = 4096;
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
+            "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "device", "tos");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
         range("slotSize", slotSize, MIN_SLOT_SIZE, MAX_SLOT_SIZE);
-        range("maxFrameSize", maxFrameSize, 1, MAX_FRAME_SIZE_LIMIT);
+        range("maxFrameSize", maxFrameSize, MIN_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT);
         range("creditThreshold", creditThreshold, 1, receiveSlots);
         range("sendQueueDepth", sendQueueDepth, 1, 1 << 16);
         range("signalInterval", signalInterval, 1, sendQueueDepth);
@@ -66,9 +78,11 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("completionQueueEntries", completionQueueEntries, 64, 1 << 24);
         range("rnrRetryCount", rnrRetryCount, 0, 7);
         range("retryCount", retryCount, 0, 7);
-        if (connectTimeout == null || connectTimeout.isNegative() || connectTimeout.isZero()) {
-            throw new IllegalArgumentException("connectTimeout: must be positive, got " + connectTimeout);
-        }
+        positive("connectTimeout", connectTimeout);
+        range("maxReassemblyBytes", maxReassemblyBytes, MIN_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT);
+        range("reassemblyMemory", reassemblyMemory, maxReassemblyBytes, Long.MAX_VALUE);
+        positive("reassemblyTimeout", reassemblyTimeout);
+        positive("closeTimeout", closeTimeout);
         long perConnection = (long) receiveSlots + 1 + sendQueueDepth;
         if (perConnection > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
@@ -108,6 +122,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.rnrRetryCount = rnrRetryCount;
         b.retryCount = retryCount;
         b.connectTimeout = connectTimeout;
+        b.maxReassemblyBytes = maxReassemblyBytes;
+        b.reassemblyMemory = reassemblyMemory;
+        b.reassemblyTimeout = reassemblyTimeout;
+        b.closeTimeout = closeTimeout;
         b.device = device;
         b.tos = tos;
         return b;
@@ -147,6 +165,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
                 case "retryCount": b.retryCount = toInt(key, v, false); break;
                 case "connectTimeout": b.connectTimeout = toDuration(key, v); break;
+                case "maxReassemblyBytes": b.maxReassemblyBytes = toInt(key, v, true); break;
+                case "reassemblyMemory": b.reassemblyMemory = toLong(key, v, true); break;
+                case "reassemblyTimeout": b.reassemblyTimeout = toDuration(key, v); break;
+                case "closeTimeout": b.closeTimeout = toDuration(key, v); break;
                 case "device": b.device = toDevice(v); break;
                 case "tos": b.tos = Addressing.requireTos(toInt(key, v, false)); break;
                 default: throw new AssertionError(key);
@@ -158,6 +180,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     private static void range(String key, long value, long min, long max) {
         if (value < min || value > max) {
             throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + value);
+        }
+    }
+
+    private static void positive(String key, Duration value) {
+        if (value == null || value.isNegative() || value.isZero()) {
+            throw new IllegalArgumentException(key + ": must be positive, got " + value);
         }
     }
 
@@ -252,6 +280,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int rnrRetryCount = 7;
         private int retryCount = 7;
         private Duration connectTimeout = Duration.ofSeconds(10);
+        private int maxReassemblyBytes = 64 << 20;
+        private long reassemblyMemory = 256L << 20;
+        private Duration reassemblyTimeout = Duration.ofSeconds(30);
+        private Duration closeTimeout = Duration.ofSeconds(2);
         private String device;
         private int tos = Addressing.DEFAULT_TOS;
 
@@ -272,6 +304,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
         public Builder retryCount(int v) { retryCount = v; return this; }
         public Builder connectTimeout(Duration v) { connectTimeout = v; return this; }
+        public Builder maxReassemblyBytes(int v) { maxReassemblyBytes = v; return this; }
+        public Builder reassemblyMemory(long v) { reassemblyMemory = v; return this; }
+        public Builder reassemblyTimeout(Duration v) { reassemblyTimeout = v; return this; }
+        public Builder closeTimeout(Duration v) { closeTimeout = v; return this; }
         public Builder device(String v) { device = v; return this; }
         public Builder tos(int v) { tos = v; return this; }
 
@@ -281,7 +317,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             int interval = signalInterval != null ? signalInterval : Math.max(1, Math.min(16, sendQueueDepth));
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
-                    connectTimeout, device, tos);
+                    connectTimeout,
+                    maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, device, tos);
         }
     }
 }

@@ -65,6 +65,10 @@ class ChannelFailureTest {
             Peers.await("frames", 5000, () -> c.serverSide.count() == 2);
             other.close();
             assertTrue(c.client.isOpen());
+            // what monitoring reads: both foreign peers refused as protocol errors, our two peers accepted
+            assertEquals(2, c.server.stats().protocolErrors());
+            assertEquals(2, c.server.stats().refused());
+            assertEquals(2, c.server.stats().accepted());
         }
     }
 
@@ -102,6 +106,9 @@ class ChannelFailureTest {
             assertTrue(e.getMessage().contains("broker is paused"), e.getMessage());
             assertEquals(0, server.channelCount());
             assertEquals(0, client.channelCount());
+            assertEquals(2, s.stats().refused());
+            assertEquals(0, s.stats().accepted());
+            assertEquals(0, s.stats().protocolErrors(), "the application's refusals are no protocol errors");
         }
         assertReleased(fabric);
     }
@@ -169,6 +176,11 @@ class ChannelFailureTest {
                     && cause.getMessage().contains("the peer or the network is gone")
                     && cause.getMessage().contains(c.client.id()), cause.getMessage());
             assertNotNull(c.serverSide.closed.get(5, TimeUnit.SECONDS), "the server hears of the disconnect");
+            // counted for monitoring by kind; the flushes that follow are completions, not errors
+            ChannelCounters counted = ChannelCounters.of(c.client);
+            assertEquals(1, counted.retryErrors());
+            assertEquals(0, counted.otherErrors() + counted.rnrRetryErrors());
+            assertTrue(counted.completions() >= 1);
         }
     }
 

@@ -84,6 +84,10 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger nextPort = new AtomicInteger(40000);
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
+    private final AtomicInteger partialSendPost = new AtomicInteger(-1);
+    private final AtomicInteger partialRecvPost = new AtomicInteger(-1);
+    private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
+    private volatile boolean receivesPolledBeforeDestroy;
     private long nextAddress = 0x7f3a_0000_0000L;
     private int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -142,6 +146,42 @@ public final class FakeFabric implements Fabric {
     public void injectSendErrors(int status, int count) {
         injectedStatus = status;
         injectedSendErrors.set(count);
+    }
+
+    /**
+     * The next postSend of more than {@code posted} work requests posts the first {@code posted} and then fails
+     * with {@link PartialPostException}, as ibv_post_send does when a later request is bad (fault injection).
+     */
+    public void injectPartialSendPost(int posted) {
+        partialSendPost.set(posted);
+    }
+
+    /** As {@link #injectPartialSendPost}, for the next postRecv of more than {@code posted} receives. */
+    public void injectPartialRecvPost(int posted) {
+        partialRecvPost.set(posted);
+    }
+
+    /**
+     * From now on, destroying a queue pair whose receive completions (flushes included) are still waiting in its
+     * completion queue is a violation: teardown must have waited for every receive it posted.
+     */
+    public void requireReceivesPolledBeforeDestroy() {
+        receivesPolledBeforeDestroy = true;
+    }
+
+    /** A memory registration that was released: its size and the thread that released it. */
+    public record Deregistration(int bytes, String thread) {
+    }
+
+    /** Every registration released so far, in order. */
+    public List<Deregistration> deregistrations() {
+        return List.copyOf(deregistrations);
+    }
+
+    /** How many of {@code size} requests to post before an injected partial failure; -1: none injected. */
+    private static int takeInjected(AtomicInteger injection, int size) {
+        int k = injection.get();
+        return k >= 0 && size > k && injection.compareAndSet(k, -1) ? k : -1;
     }
 
     /** The link goes down: every connected queue pair goes to error and both sides hear of it. */
@@ -620,6 +660,7 @@ public final class FakeFabric implements Fabric {
                 closed = true;
                 mrs.remove(lkey);
                 liveMrs.decrementAndGet();
+                deregistrations.add(new Deregistration(length, Thread.currentThread().getName()));
             } finally {
                 lock.unlock();
             }
@@ -870,7 +911,13 @@ public final class FakeFabric implements Fabric {
                             + " allows " + caps.maxSendWr());
                     throw new FabricException("ibv_post_send: send queue full (ENOMEM " + ENOMEM + ")");
                 }
+                int partial = takeInjected(partialSendPost, list.size());
                 for (int i = 0; i < list.size(); i++) {
+                    if (i == partial) {
+                        wireWork.signalAll();
+                        throw new PartialPostException("ibv_post_send: work request " + i + " refused (injected "
+                                + "ENOMEM " + ENOMEM + ")", null, i);
+                    }
                     SendWr w = new SendWr(list, i);
                     if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
                         w.inlineData = gatherInline(w);
@@ -927,7 +974,13 @@ public final class FakeFabric implements Fabric {
                             + " allows " + caps.maxRecvWr());
                     throw new FabricException("ibv_post_recv: receive queue full (ENOMEM " + ENOMEM + ")");
                 }
+                int partial = takeInjected(partialRecvPost, list.size());
                 for (int i = 0; i < list.size(); i++) {
+                    if (i == partial) {
+                        wireWork.signalAll();
+                        throw new PartialPostException("ibv_post_recv: work request " + i + " refused (injected "
+                                + "ENOMEM " + ENOMEM + ")", null, i);
+                    }
                     RecvWr r = new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
                     rqOccupied++;
                     if (state == QpState.ERROR) {
@@ -976,6 +1029,12 @@ public final class FakeFabric implements Fabric {
                 if (everEstablished && (!sq.isEmpty() || !rq.isEmpty())) {
                     violation("qp " + qpn + " destroyed with " + sq.size() + " sends and " + rq.size()
                             + " receives still posted");
+                }
+                if (receivesPolledBeforeDestroy) {
+                    long unpolled = cq.entries.stream().filter(e -> e.qp == this && e.recv).count();
+                    if (unpolled > 0) {
+                        violation("qp " + qpn + " destroyed with " + unpolled + " receive completions not yet polled");
+                    }
                 }
                 FakeQp p = peer;
                 destroyLocked(this);

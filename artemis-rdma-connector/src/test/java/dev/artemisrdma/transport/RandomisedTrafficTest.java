@@ -52,6 +52,9 @@ class RandomisedTrafficTest {
                 .writeHighWaterMark(new long[] {1024, 64 << 10, 4 << 20}[rnd.nextInt(3)])
                 .busyPollMicros(rnd.nextBoolean() ? 0 : 20)
                 .maxFrameSize(8 << 20)
+                // the tightest reassembly bounds legal traffic fits (one channel, one frame at a time)
+                .maxReassemblyBytes(8 << 20)
+                .reassemblyMemory(8 << 20)
                 .rnrRetryCount(0)
                 .build();
     }

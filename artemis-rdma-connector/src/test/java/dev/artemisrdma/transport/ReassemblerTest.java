@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -39,7 +40,7 @@ class ReassemblerTest {
 
     @Test
     void reassemblesEverySizeAroundTheFragmentBoundaries() throws Exception {
-        Reassembler r = new Reassembler(1 << 20, 1 << 16);
+        Reassembler r = new Reassembler(1 << 20, 1 << 16, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         for (int size : new int[] {0, 1, F - 1, F, F + 1, 2 * F - 1, 2 * F, 2 * F + 1, 10 * F, 12345, 70000}) {
             byte[] frame = Peers.payload(7, size, size);
             assertArrayEquals(frame, roundTrip(r, frame), "size " + size);
@@ -48,14 +49,14 @@ class ReassemblerTest {
 
     @Test
     void singleFragmentFrameIsTheSlotItself() throws Exception {
-        Reassembler r = new Reassembler(1000, 1000);
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         ByteBuffer slot = ByteBuffer.wrap(new byte[] {1, 2, 3});
         assertSame(slot, r.accept(slot, FrameHeader.FIRST | FrameHeader.LAST, 3));
     }
 
     @Test
     void protocolViolationsAreReported() throws Exception {
-        Reassembler r = new Reassembler(1000, 1000);
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         ByteBuffer ten = ByteBuffer.allocate(10);
         assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 0), "continuation without first");
         assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), FrameHeader.FIRST, 2000), "too large");
@@ -65,13 +66,40 @@ class ReassemblerTest {
         assertTrue(r.inProgress());
         FabricException e = assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 5));
         assertTrue(e.getMessage().contains("offset 5"), e.getMessage());
-        Reassembler r2 = new Reassembler(1000, 1000);
+        Reassembler r2 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         assertNull(r2.accept(ten.duplicate(), FrameHeader.FIRST, 25));
         assertThrows(FabricException.class, () -> r2.accept(ten.duplicate(), FrameHeader.FIRST, 25),
                 "first inside a frame");
-        Reassembler r3 = new Reassembler(1000, 1000);
+        Reassembler r3 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
         assertNull(r3.accept(ten.duplicate(), FrameHeader.FIRST, 25));
         assertThrows(FabricException.class, () -> r3.accept(ten.duplicate(), FrameHeader.LAST, 10),
                 "last fragment short");
+    }
+
+    @Test
+    void memoryFollowsWhatArrivedAndEmptyFragmentsAreRefused() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(1 << 30);
+        Reassembler r = new Reassembler(64 << 20, 4 << 20, 64 << 20, budget);
+        ByteBuffer fragment = ByteBuffer.allocate(F);
+        assertNull(r.accept(fragment.duplicate(), FrameHeader.FIRST, 60 << 20)); // claims 60 MiB, brings 100 bytes
+        assertTrue(budget.used() <= 4096, "reserved " + budget.used());
+        FabricException e = assertThrows(FabricException.class, () -> r.accept(ByteBuffer.allocate(0), 0, F));
+        assertTrue(e.getMessage().contains("without payload"), e.getMessage());
+        Reassembler fresh = new Reassembler(1000, 1000, 1000, budget);
+        assertThrows(FabricException.class, () -> fresh.accept(ByteBuffer.allocate(0), FrameHeader.FIRST, 25));
+        r.release();
+        assertEquals(0, budget.used());
+    }
+
+    @Test
+    void keptBuffersAreDroppedWhenTheBudgetRunsHigh() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(3 * F);
+        Reassembler r = new Reassembler(1 << 20, 1 << 20, 3 * F, budget);
+        roundTrip(r, Peers.payload(1, 0, 2 * F)); // holds 2F of 3F after delivery: above half, so dropped
+        assertEquals(0, budget.used());
+        ReassemblyBudget roomy = new ReassemblyBudget(1 << 20);
+        Reassembler kept = new Reassembler(1 << 20, 1 << 20, 1 << 20, roomy);
+        roundTrip(kept, Peers.payload(1, 0, 2 * F));
+        assertTrue(roomy.used() > 0, "a small buffer is kept for the next frame while the budget is low");
     }
 }

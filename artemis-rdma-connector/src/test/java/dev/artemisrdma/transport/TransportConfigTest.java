@@ -74,4 +74,27 @@ class TransportConfigTest {
         assertEquals(1, c.creditThreshold());
         assertEquals(2, c.signalInterval());
     }
+
+    @Test
+    void peerBoundsHaveSafeDefaultsAndAreValidated() {
+        TransportConfig d = TransportConfig.defaults();
+        assertEquals(64 << 20, d.maxReassemblyBytes());
+        assertEquals(256L << 20, d.reassemblyMemory());
+        assertEquals(Duration.ofSeconds(30), d.reassemblyTimeout());
+        assertEquals(Duration.ofSeconds(2), d.closeTimeout());
+        TransportConfig c = TransportConfig.fromMap(Map.of("maxReassemblyBytes", "1m", "reassemblyMemory", "8MiB",
+                "reassemblyTimeout", "5s", "closeTimeout", "500ms"));
+        assertEquals(1 << 20, c.maxReassemblyBytes());
+        assertEquals(8 << 20, c.reassemblyMemory());
+        assertEquals(Duration.ofSeconds(5), c.reassemblyTimeout());
+        assertEquals(Duration.ofMillis(500), c.closeTimeout());
+        assertEquals(c, c.toBuilder().build());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxReassemblyBytes", "512m")));
+        assertTrue(e.getMessage().startsWith("reassemblyMemory: must be 536870912.."), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("closeTimeout", 0)));
+        assertTrue(e.getMessage().startsWith("closeTimeout: must be positive"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("maxFrameSize", 100)));
+        assertTrue(e.getMessage().startsWith("maxFrameSize: must be 4096"), e.getMessage());
+    }
 }

@@ -1,0 +1,157 @@
+package dev.artemisrdma.artemis;
+
+import java.nio.ByteBuffer;
+import java.util.function.LongSupplier;
+
+import dev.artemisrdma.transport.ChannelGroupStats;
+import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.ListenerStats;
+import dev.artemisrdma.transport.RdmaChannel;
+
+/**
+ * The counters of one endpoint (an acceptor, or the connectors of one client connection factory): the transport
+ * counters of its channels, kept after they close, and how its listener answered connection requests. Read by the
+ * Micrometer meters ({@link RdmaMeters}) and over JMX; nothing here is on the data path except one delegation per
+ * callback of {@link #track}.
+ */
+final class EndpointMetrics implements RdmaTransportMetricsMXBean {
+
+    private final ChannelGroupStats channels = new ChannelGroupStats();
+    private final LongSupplier sendPoolBytes;
+    private volatile ListenerStats listener;
+
+    EndpointMetrics(LongSupplier sendPoolBytes) {
+        this.sendPoolBytes = sendPoolBytes;
+    }
+
+    /** From now on, the connection requests answered by {@code stats} are this endpoint's. */
+    void listenerStats(ListenerStats stats) {
+        this.listener = stats;
+    }
+
+    /** Counts {@code channel} until it closes; the returned handler must be the channel's. */
+    ChannelHandler track(ChannelHandler handler) {
+        return new Tracked(handler);
+    }
+
+    /** Counts an established {@code channel} whose handler came from {@link #track}. */
+    void add(RdmaChannel channel) {
+        channels.add(channel);
+        if (!channel.isOpen()) {
+            channels.remove(channel); // closed before it was added: onClosed has already run
+        }
+    }
+
+    private ChannelGroupStats.Snapshot snapshot() {
+        return channels.snapshot();
+    }
+
+    @Override
+    public long getBytesSent() {
+        return snapshot().bytesSent();
+    }
+
+    @Override
+    public long getBytesReceived() {
+        return snapshot().bytesReceived();
+    }
+
+    @Override
+    public long getFramesSent() {
+        return snapshot().framesSent();
+    }
+
+    @Override
+    public long getFramesReceived() {
+        return snapshot().framesReceived();
+    }
+
+    @Override
+    public long getCompletions() {
+        return snapshot().completions();
+    }
+
+    @Override
+    public long getCreditStalls() {
+        return snapshot().creditStalls();
+    }
+
+    @Override
+    public long getRnrRetryErrors() {
+        return snapshot().rnrRetryErrors();
+    }
+
+    @Override
+    public long getRetryErrors() {
+        return snapshot().retryErrors();
+    }
+
+    @Override
+    public long getCompletionErrors() {
+        return snapshot().otherErrors();
+    }
+
+    @Override
+    public long getProtocolErrors() {
+        ListenerStats l = listener;
+        return snapshot().protocolErrors() + (l == null ? 0 : l.protocolErrors());
+    }
+
+    @Override
+    public int getConnections() {
+        return snapshot().connections();
+    }
+
+    @Override
+    public long getConnectionsAccepted() {
+        ListenerStats l = listener;
+        return l == null ? 0 : l.accepted();
+    }
+
+    @Override
+    public long getConnectionsRefused() {
+        ListenerStats l = listener;
+        return l == null ? 0 : l.refused();
+    }
+
+    @Override
+    public long getRegisteredMemoryBytes() {
+        return snapshot().registeredBytes();
+    }
+
+    @Override
+    public long getSendPoolBytes() {
+        return sendPoolBytes.getAsLong();
+    }
+
+    /** The application's handler, with the channel leaving the group when it closes. */
+    private final class Tracked implements ChannelHandler {
+        private final ChannelHandler delegate;
+
+        Tracked(ChannelHandler delegate) {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            delegate.onFrame(channel, frame);
+        }
+
+        @Override
+        public void onEndOfBatch(RdmaChannel channel) {
+            delegate.onEndOfBatch(channel);
+        }
+
+        @Override
+        public void onWritable(RdmaChannel channel) {
+            delegate.onWritable(channel);
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            channels.remove(channel);
+            delegate.onClosed(channel, cause);
+        }
+    }
+}

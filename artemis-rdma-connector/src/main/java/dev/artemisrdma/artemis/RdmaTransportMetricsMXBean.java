@@ -1,0 +1,55 @@
+package dev.artemisrdma.artemis;
+
+/**
+ * The RDMA transport's counters of one acceptor, over JMX: registered by each started RDMA acceptor in the broker's
+ * domain as {@code org.apache.activemq.artemis:broker="BROKER",component=acceptors,name="ACCEPTOR",
+ * subcomponent=rdma-transport} and unregistered when it stops. Counters only grow while the acceptor runs; the same
+ * values are published as Micrometer meters {@code artemis.rdma.*} (README, "Monitoring").
+ */
+public interface RdmaTransportMetricsMXBean {
+
+    /** Payload bytes of the frames sent (Core packets, framing excluded). */
+    long getBytesSent();
+
+    /** Payload bytes of the whole frames received. */
+    long getBytesReceived();
+
+    /** Frames sent: one per Core packet. */
+    long getFramesSent();
+
+    /** Whole frames received (after reassembly). */
+    long getFramesReceived();
+
+    /** Work completions polled for these connections (sends, receives, flushes). */
+    long getCompletions();
+
+    /** Times a send had to wait because the peer granted no receive credit. */
+    long getCreditStalls();
+
+    /** Work requests failed with IBV_WC_RNR_RETRY_EXC_ERR (a send found no receive posted). */
+    long getRnrRetryErrors();
+
+    /** Work requests failed with IBV_WC_RETRY_EXC_ERR (the peer or the network stopped answering). */
+    long getRetryErrors();
+
+    /** Work requests failed with any other status (flushes at disconnect are not errors). */
+    long getCompletionErrors();
+
+    /** Peers that broke the wire protocol: a bad handshake or a malformed frame. */
+    long getProtocolErrors();
+
+    /** Connections open now. */
+    int getConnections();
+
+    /** Connection requests accepted. */
+    long getConnectionsAccepted();
+
+    /** Connection requests refused (bad handshake, application refusal, no resources, shutting down). */
+    long getConnectionsRefused();
+
+    /** Memory these connections have registered with the RDMA device (receive slots and send headers). */
+    long getRegisteredMemoryBytes();
+
+    /** Memory registered by the send buffer pool of the transport these connections use (shared per settings). */
+    long getSendPoolBytes();
+}

@@ -1,0 +1,93 @@
+package dev.artemisrdma.transport;
+
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * Running totals over a group of channels (one acceptor's, one connection factory's): the live channels' counters
+ * plus those of the channels that already closed, so every total only grows. Channels not made by
+ * {@link RdmaTransport} (test stand-ins) are counted as connections only.
+ *
+ * <p>Thread-safe. A snapshot walks the live channels, so it costs O(connections): meant for scrapes, not the data
+ * path (which never touches this class).
+ */
+public final class ChannelGroupStats {
+
+    /** Totals of a group at one moment. */
+    public record Snapshot(long bytesSent, long framesSent, long bytesReceived, long framesReceived,
+                           long completions, long creditStalls, long rnrRetryErrors, long retryErrors,
+                           long otherErrors, long protocolErrors, long registeredBytes, int connections) {
+    }
+
+    private final Set<RdmaChannel> live = new HashSet<>();
+    /** Totals of the channels that closed; guarded by this. */
+    private final Totals closed = new Totals();
+
+    public synchronized void add(RdmaChannel channel) {
+        live.add(channel);
+    }
+
+    /** The channel closed: its final counters join the totals (once, however often this is called). */
+    public synchronized void remove(RdmaChannel channel) {
+        if (live.remove(channel) && channel instanceof RdmaChannelImpl) {
+            closed.add((RdmaChannelImpl) channel);
+        }
+    }
+
+    public synchronized Snapshot snapshot() {
+        Totals t = new Totals();
+        t.plus(closed);
+        long registered = 0;
+        for (RdmaChannel channel : live) {
+            if (channel instanceof RdmaChannelImpl) {
+                t.add((RdmaChannelImpl) channel);
+                registered += ((RdmaChannelImpl) channel).registeredBytes();
+            }
+        }
+        return new Snapshot(t.bytesSent, t.framesSent, t.bytesReceived, t.framesReceived, t.completions,
+                t.creditStalls, t.rnrRetryErrors, t.retryErrors, t.otherErrors, t.protocolErrors, registered,
+                live.size());
+    }
+
+    /** A running sum of channel counters. */
+    private static final class Totals {
+        long bytesSent;
+        long framesSent;
+        long bytesReceived;
+        long framesReceived;
+        long completions;
+        long creditStalls;
+        long rnrRetryErrors;
+        long retryErrors;
+        long otherErrors;
+        long protocolErrors;
+
+        void add(RdmaChannelImpl channel) {
+            TransportStats s = channel.stats();
+            ChannelCounters c = channel.counters;
+            bytesSent += s.bytesSent();
+            framesSent += s.framesSent();
+            bytesReceived += s.bytesReceived();
+            framesReceived += s.framesReceived();
+            creditStalls += s.creditStalls();
+            completions += c.completions();
+            rnrRetryErrors += c.rnrRetryErrors();
+            retryErrors += c.retryErrors();
+            otherErrors += c.otherErrors();
+            protocolErrors += c.protocolErrors();
+        }
+
+        void plus(Totals o) {
+            bytesSent += o.bytesSent;
+            framesSent += o.framesSent;
+            bytesReceived += o.bytesReceived;
+            framesReceived += o.framesReceived;
+            completions += o.completions;
+            creditStalls += o.creditStalls;
+            rnrRetryErrors += o.rnrRetryErrors;
+            retryErrors += o.retryErrors;
+            otherErrors += o.otherErrors;
+            protocolErrors += o.protocolErrors;
+        }
+    }
+}

@@ -1,0 +1,76 @@
+package dev.artemisrdma.transport;
+
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * What happened to the connection requests that reached one {@link RdmaServer}: accepted, refused (for any reason:
+ * a bad handshake, the application, the transport shutting down or out of resources) and, among the refused, those
+ * whose handshake broke the protocol. Counted where the request is answered, so every refusal path is included.
+ */
+public final class ListenerStats {
+
+    private final LongAdder accepted = new LongAdder();
+    private final LongAdder refused = new LongAdder();
+    private final LongAdder protocolErrors = new LongAdder();
+
+    ListenerStats() {
+    }
+
+    /** Requests answered with an accept. */
+    public long accepted() {
+        return accepted.sum();
+    }
+
+    /** Requests answered with a reject. */
+    public long refused() {
+        return refused.sum();
+    }
+
+    /** Requests whose handshake (private data) could not be decoded or spoke another protocol version. */
+    public long protocolErrors() {
+        return protocolErrors.sum();
+    }
+
+    void protocolError() {
+        protocolErrors.increment();
+    }
+
+    /** {@code request}, counting how it is answered. */
+    ConnectionRequest counting(ConnectionRequest request) {
+        return new ConnectionRequest() {
+            @Override
+            public byte[] privateData() {
+                return request.privateData();
+            }
+
+            @Override
+            public java.net.InetSocketAddress peerAddress() {
+                return request.peerAddress();
+            }
+
+            @Override
+            public java.net.InetSocketAddress localAddress() {
+                return request.localAddress();
+            }
+
+            @Override
+            public FabricDevice device() {
+                return request.device();
+            }
+
+            @Override
+            public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount,
+                                    QueuePairEvents events) throws FabricException {
+                QueuePair qp = request.accept(setup, replyData, rnrRetryCount, events);
+                accepted.increment();
+                return qp;
+            }
+
+            @Override
+            public void reject(byte[] reason) {
+                refused.increment();
+                request.reject(reason);
+            }
+        };
+    }
+}

@@ -1,0 +1,235 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The receive side of one channel: its receive slots, reassembly of fragmented frames, delivery to the handler, and
+ * what one batch of completions taught (credits granted, sends completed, failures, slots to repost).
+ *
+ * <p>Threads: owned by the channel's completion loop thread; nothing here is locked. The channel applies a batch
+ * under its lock at the end of the batch, on the same thread, and releases the slots' memory only on this thread
+ * too, so a completion is never processed against memory that is gone. Fields other threads read (the counters,
+ * {@link #remoteClosing()}) are volatile.
+ */
+final class ReceiveSide {
+
+    /** Delivers one whole frame to the handler (the channel catches what the handler throws). */
+    interface FrameSink {
+        void onFrame(ByteBuffer frame);
+    }
+
+    static final long RECV_BIT = 1L << 31;
+    /** Reassembly buffers above this are dropped after delivery instead of kept for the next frame. */
+    private static final int RETAIN_REASSEMBLY_BYTES = 4 << 20;
+
+    private final String id;
+    private final InetSocketAddress remote;
+    private final int slotSize;
+    private final long reassemblyTimeoutNanos;
+    private final Reassembler reassembler;
+    private final RecvList repost;
+    private final FrameSink sink;
+
+    /**
+     * Set once under the channel's lock when the queue pair is prepared, before any receive is posted, then read by
+     * the loop thread without it: volatile, so the loop sees them (a plain load on x86).
+     */
+    private volatile RegisteredMemory memory;
+    private volatile ByteBuffer slotView;
+    private volatile long wrIdBase;
+
+    // one batch of completions
+    private int batchReceived;
+    private int batchGranted;
+    private int batchSendSlot = -1;
+    private boolean batchDelivered;
+    private int batchFailureStatus = -1;
+    private String batchFailureWhat;
+    private boolean batchFlushed;
+    private FabricException batchProtocolError;
+    private volatile boolean remoteClosing;
+
+    volatile long framesReceived;
+    volatile long bytesReceived;
+    volatile long creditFramesReceived;
+
+    ReceiveSide(TransportConfig config, String id, InetSocketAddress remote, int slots, ReassemblyBudget budget,
+                FrameSink sink) {
+        this.id = id;
+        this.remote = remote;
+        this.slotSize = config.slotSize();
+        this.reassemblyTimeoutNanos = config.reassemblyTimeout().toNanos();
+        this.reassembler = new Reassembler(config.maxFrameSize(), RETAIN_REASSEMBLY_BYTES,
+                config.maxReassemblyBytes(), budget);
+        this.repost = new RecvList(slots);
+        this.sink = sink;
+    }
+
+    /** The connection's memory holds the slots from offset 0; {@code channelIndex} tags our work request ids. */
+    void attach(RegisteredMemory slots, int channelIndex) {
+        slotView = slots.buffer().duplicate();
+        wrIdBase = ((long) channelIndex << 32) | RECV_BIT;
+        memory = slots;
+    }
+
+    long recvWrId(int slot) {
+        return wrIdBase | slot;
+    }
+
+    /** Adds the receive of {@code slot} to {@code list}. */
+    void addReceive(RecvList list, int slot) {
+        RegisteredMemory m = memory;
+        list.add(recvWrId(slot), m.address() + (long) slot * slotSize, slotSize, m.lkey());
+    }
+
+    /** One receive completion. {@code tearingDown}: the slot is not reposted and nothing more is delivered. */
+    void onReceive(int slot, int status, int byteLength, boolean tearingDown) {
+        batchReceived++;
+        if (status != WcStatus.SUCCESS) {
+            noteFailure(status, "receive");
+            return;
+        }
+        if (tearingDown || batchProtocolError != null) {
+            return;
+        }
+        int base = slot * slotSize;
+        ByteBuffer slotView = this.slotView;
+        try {
+            if (byteLength < FrameHeader.LENGTH) {
+                throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
+            }
+            int flags = FrameHeader.flags(slotView, base);
+            batchGranted += FrameHeader.credits(slotView, base);
+            if ((flags & FrameHeader.CLOSE) != 0) {
+                remoteClosing = true;
+            }
+            if ((flags & FrameHeader.CREDIT) != 0) {
+                creditFramesReceived++;
+            } else {
+                slotView.limit(base + byteLength).position(base + FrameHeader.LENGTH);
+                ByteBuffer frame = reassembler.accept(slotView, flags, FrameHeader.lengthOrOffset(slotView, base));
+                if (frame != null) {
+                    deliver(frame);
+                }
+                slotView.clear();
+            }
+            addReceive(repost, slot);
+        } catch (FabricException e) {
+            slotView.clear();
+            batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
+                    + "): " + e.getMessage(), e);
+        }
+    }
+
+    private void deliver(ByteBuffer frame) {
+        framesReceived++;
+        bytesReceived += frame.remaining();
+        batchDelivered = true;
+        try {
+            sink.onFrame(frame);
+        } finally {
+            reassembler.delivered();
+        }
+    }
+
+    void onSend(int slot, int status) {
+        batchSendSlot = slot;
+        if (status != WcStatus.SUCCESS) {
+            noteFailure(status, "send");
+        }
+    }
+
+    private void noteFailure(int status, String what) {
+        if (status == WcStatus.WR_FLUSH_ERR) {
+            batchFlushed = true;
+        } else if (batchFailureStatus < 0) {
+            batchFailureStatus = status;
+            batchFailureWhat = what;
+        }
+    }
+
+    /**
+     * A fragmented frame unfinished for longer than {@code reassemblyTimeout}: the failure to fail the connection
+     * with, or null.
+     */
+    FabricException overdueFrame(long now) {
+        if (!reassembler.inProgress() || now - reassembler.startedAt() <= reassemblyTimeoutNanos) {
+            return null;
+        }
+        return new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote) + "): a fragmented "
+                + "frame stayed unfinished for more than reassemblyTimeout ("
+                + TimeUnit.NANOSECONDS.toMillis(reassemblyTimeoutNanos) + " ms); raise reassemblyTimeout");
+    }
+
+    /** Gives back every reassembly byte; the channel is gone. */
+    void release() {
+        reassembler.release();
+        memory = null;
+    }
+
+    RecvList repost() {
+        return repost;
+    }
+
+    int batchReceived() {
+        return batchReceived;
+    }
+
+    int batchGranted() {
+        return batchGranted;
+    }
+
+    int batchSendSlot() {
+        return batchSendSlot;
+    }
+
+    boolean batchDelivered() {
+        return batchDelivered;
+    }
+
+    int batchFailureStatus() {
+        return batchFailureStatus;
+    }
+
+    String batchFailureWhat() {
+        return batchFailureWhat;
+    }
+
+    boolean batchFlushed() {
+        return batchFlushed;
+    }
+
+    FabricException batchProtocolError() {
+        return batchProtocolError;
+    }
+
+    /** Records a protocol error found while applying the batch (e.g. credits beyond the window). */
+    void protocolError(FabricException e) {
+        if (batchProtocolError == null) {
+            batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
+                    + "): " + e.getMessage(), e);
+        }
+    }
+
+    void resetBatch() {
+        batchReceived = 0;
+        batchGranted = 0;
+        batchSendSlot = -1;
+        batchDelivered = false;
+        batchFailureStatus = -1;
+        batchFailureWhat = null;
+        batchFlushed = false;
+        batchProtocolError = null;
+    }
+
+    /** The peer sent its orderly goodbye. */
+    boolean remoteClosing() {
+        return remoteClosing;
+    }
+
+    int reassemblyHeldBytes() {
+        return reassembler.heldBytes();
+    }
+}

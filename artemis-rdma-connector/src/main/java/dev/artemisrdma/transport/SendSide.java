@@ -1,0 +1,321 @@
+package dev.artemisrdma.transport;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The send side of one channel: the outbox of written frames, fragmentation into the peer's receive slots, the
+ * send credits, the send ring and the posting of SEND work requests.
+ *
+ * <p>Threads: guarded by the channel's lock, always. Writers call in from their own threads, the completion loop
+ * calls in (retirements, credits granted, credit frames) from {@link RdmaChannelImpl#endOfBatch}; both hold the lock,
+ * which is also what keeps posts on the queue pair from running concurrently. Only {@link #isWritable()} is read
+ * without it.
+ *
+ * <p>Outstanding work is exact: after a post that failed part-way ({@link PartialPostException}), the requests that
+ * never reached the queue pair are taken back out of the ring, so teardown waits only for what will complete.
+ */
+final class SendSide {
+
+    private final TransportConfig config;
+    private final String id;
+    private final InetSocketAddress remote;
+    private final CreditWindow credits;
+    private final Outbox outbox = new Outbox();
+    /** Frames whose last fragment never got posted while earlier ones did: their memory waits for teardown. */
+    private final List<PooledBuffer> heldUntilTeardown = new ArrayList<>();
+
+    private QueuePair qp;
+    private RegisteredMemory memory;
+    private ByteBuffer headerView;
+    private int headerBase;
+    private long wrIdBase;
+    private SendRing ring;
+    private SendList sendList;
+    private PooledBuffer[] inlineDone;
+    private int inlineCount;
+    private int inlineLimit;
+
+    // the peer's side of the handshake
+    private int fragmentCapacity;
+    private int peerMaxFrame;
+
+    private volatile boolean writable = true;
+    private boolean writableOwed;
+    private boolean creditStalled;
+    private boolean queueStalled;
+
+    // counters, volatile so snapshots from other threads see them
+    volatile long framesSent;
+    volatile long bytesSent;
+    volatile long creditFramesSent;
+    volatile long creditStalls;
+    volatile long sendQueueStalls;
+    volatile long sendsPosted;
+    volatile long signaledSends;
+    volatile long inlineSends;
+    volatile long postCalls;
+
+    SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
+        this.config = config;
+        this.id = id;
+        this.remote = remote;
+        this.credits = new CreditWindow(creditThreshold);
+    }
+
+    CreditWindow credits() {
+        return credits;
+    }
+
+    /**
+     * The queue pair exists: size the ring by the send budget it really got. Send headers live in {@code memory}
+     * from {@code headerBase}, one {@link SendRing#HEADER_STRIDE} per ring slot.
+     */
+    void attach(QueuePair queuePair, QueuePairCaps caps, RegisteredMemory memory, int headerBase, int channelIndex) {
+        this.qp = queuePair;
+        this.memory = memory;
+        this.headerView = memory.buffer().duplicate();
+        this.headerBase = headerBase;
+        this.wrIdBase = (long) channelIndex << 32;
+        int budget = Math.min(config.sendQueueDepth(), caps.maxSendWr());
+        ring = new SendRing(budget, config.signalInterval());
+        sendList = new SendList(budget, 2 * budget);
+        inlineDone = new PooledBuffer[budget];
+        inlineLimit = config.maxInlineData() == 0 ? 0 : Math.min(config.maxInlineData(), caps.maxInlineData());
+    }
+
+    /**
+     * The peer's handshake: how we must fragment for it and what it grants.
+     *
+     * @throws FabricException when its credits break the window's bound (a protocol error)
+     */
+    void peer(Handshake.Params peer) throws FabricException {
+        fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
+        peerMaxFrame = peer.maxFrameSize();
+        credits.limit(peer.initialCredits());
+        credits.grant(peer.initialCredits());
+    }
+
+    /** Both the queue pair and the peer's handshake are known: frames can go. */
+    boolean isReady() {
+        return fragmentCapacity > 0 && ring != null;
+    }
+
+    int maxWritable() {
+        return peerMaxFrame > 0 ? Math.min(config.maxFrameSize(), peerMaxFrame) : config.maxFrameSize();
+    }
+
+    void enqueue(PooledBuffer frame) {
+        outbox.add(frame);
+    }
+
+    /**
+     * Posts as much of the outbox as credits and send budget allow, as one list, then a credit frame if credit is
+     * owed and no data carried it.
+     *
+     * @return why posting failed (the channel must fail), or null
+     */
+    FabricException flush() {
+        sendList.clear();
+        inlineCount = 0;
+        while (!outbox.isEmpty()) {
+            if (ring.free() == 0) {
+                if (!queueStalled) {
+                    queueStalled = true;
+                    sendQueueStalls++;
+                }
+                break;
+            }
+            if (!credits.maySendData()) {
+                if (!creditStalled) {
+                    creditStalled = true;
+                    creditStalls++;
+                }
+                break;
+            }
+            queueStalled = false;
+            creditStalled = false;
+            addFragment(outbox.peek());
+        }
+        if (ring.free() > 0 && credits.creditFrameDue()) {
+            addCreditFrame(0);
+        }
+        return post();
+    }
+
+    /** Can the orderly goodbye go now? */
+    boolean goodbyeAffordable() {
+        return ring.free() > 0 && credits.sendCredits() >= 1;
+    }
+
+    /** Posts the orderly goodbye: a signaled credit frame with CLOSE. */
+    FabricException sendGoodbye() {
+        sendList.clear();
+        inlineCount = 0;
+        addCreditFrame(FrameHeader.CLOSE);
+        return post();
+    }
+
+    private void addFragment(PooledBuffer frame) {
+        int offset = frame.sentOffset;
+        int n = Math.min(frame.frameLength - offset, fragmentCapacity);
+        boolean first = offset == 0;
+        boolean last = offset + n == frame.frameLength;
+        boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
+        // an inline frame of one fragment is copied by postSend, so its buffer can go straight back afterwards;
+        // otherwise the last fragment's completion releases it (completions come in order)
+        boolean releaseAfterPost = inline && first && last;
+        int give = credits.spend();
+        int slot = ring.nextSlot();
+        boolean signal = ring.claim(releaseAfterPost || !last ? null : frame,
+                credits.sendCredits() == 0 || (last && frame.isDedicated()));
+        int header = headerBase + slot * SendRing.HEADER_STRIDE;
+        FrameHeader.write(headerView, header, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
+                give, first ? frame.frameLength : offset);
+        sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
+        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+        if (n > 0) {
+            sendList.addSge(frame.address() + offset, n, frame.lkey());
+        }
+        countSend(signal, inline);
+        frame.sentOffset = offset + n;
+        outbox.posted(n);
+        if (last) {
+            outbox.remove();
+            framesSent++;
+            bytesSent += frame.frameLength;
+            if (releaseAfterPost) {
+                inlineDone[inlineCount++] = frame;
+            }
+        }
+    }
+
+    /** A header-only SEND returning credit; with {@link FrameHeader#CLOSE} it is the orderly goodbye. */
+    private void addCreditFrame(int extraFlags) {
+        int give = credits.spend();
+        int slot = ring.nextSlot();
+        boolean signal = ring.claim(null, extraFlags != 0 || credits.sendCredits() == 0);
+        int header = headerBase + slot * SendRing.HEADER_STRIDE;
+        FrameHeader.write(headerView, header, FrameHeader.CREDIT | extraFlags, give, 0);
+        boolean inline = FrameHeader.LENGTH <= inlineLimit;
+        sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
+        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+        countSend(signal, inline);
+        creditFramesSent++;
+    }
+
+    private void countSend(boolean signal, boolean inline) {
+        sendsPosted++;
+        if (signal) {
+            signaledSends++;
+        }
+        if (inline) {
+            inlineSends++;
+        }
+    }
+
+    private FabricException post() {
+        if (sendList.isEmpty()) {
+            return null;
+        }
+        try {
+            qp.postSend(sendList);
+            postCalls++;
+            return null;
+        } catch (FabricException e) {
+            // ibv_post_send stops at the first bad request: those before it were posted and will complete, the
+            // rest never reach the queue pair and must not be waited for
+            int posted = e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), sendList.size())) : 0;
+            takeBackUnposted(sendList.size() - posted);
+            return new FabricException("channel " + id + " (" + RdmaTransport.describe(remote) + "): posting "
+                    + sendList.size() + " sends failed after " + posted + ": " + e.getMessage(), e);
+        } finally {
+            sendList.clear();
+            for (int i = 0; i < inlineCount; i++) {
+                inlineDone[i].releaseFromChannel();
+                inlineDone[i] = null;
+            }
+            inlineCount = 0;
+        }
+    }
+
+    /** The last {@code unposted} claims of the ring never reached the queue pair: out of the ring they go. */
+    private void takeBackUnposted(int unposted) {
+        for (int i = 0; i < unposted; i++) {
+            PooledBuffer b = ring.unclaimLast();
+            if (b != null) {
+                heldUntilTeardown.add(b); // its earlier fragments may have been posted and still point into it
+            }
+        }
+        sendsPosted -= unposted;
+    }
+
+    /** A send completion (any status) for {@code slot}: it and every request before it are done. */
+    void retireThrough(int slot) {
+        ring.retireThrough(slot);
+    }
+
+    void updateWritability() {
+        long queued = outbox.queuedBytes();
+        if (writable && queued > config.writeHighWaterMark()) {
+            writable = false;
+        } else if (!writable && queued <= config.writeHighWaterMark() / 2) {
+            writable = true;
+            writableOwed = true;
+        }
+    }
+
+    /** Whether onWritable is owed to the handler (only while {@code open}); clears the debt. */
+    boolean takeWritableOwed(boolean open) {
+        updateWritability();
+        boolean owed = writableOwed && open;
+        writableOwed = false;
+        return owed;
+    }
+
+    boolean isWritable() {
+        return writable;
+    }
+
+    void stopWriting() {
+        writable = false;
+    }
+
+    boolean outboxEmpty() {
+        return outbox.isEmpty();
+    }
+
+    int outboxSize() {
+        return outbox.size();
+    }
+
+    int ringOutstanding() {
+        return ring == null ? 0 : ring.outstanding();
+    }
+
+    int signaledOutstanding() {
+        return ring == null ? 0 : ring.signaledOutstanding();
+    }
+
+    /** Releases every buffer the side still holds; only once the queue pair is destroyed (nothing points in). */
+    void releaseAll() {
+        writable = false;
+        if (ring != null) {
+            ring.retireAll();
+        }
+        outbox.releaseAll();
+        for (PooledBuffer b : heldUntilTeardown) {
+            b.releaseFromChannel();
+        }
+        heldUntilTeardown.clear();
+    }
+
+    String debugState() {
+        return "credits=" + credits.sendCredits() + " owed=" + credits.owed() + " returning=" + credits.isReturning()
+                + " outbox=" + outbox.size() + "/" + outbox.queuedBytes() + "B ring=" + (ring == null ? "-"
+                : ring.outstanding() + "/" + ring.capacity() + " signaled=" + ring.signaledOutstanding())
+                + " writable=" + writable;
+    }
+}
