@@ -7,11 +7,10 @@ import dev.artemisrdma.transport.Addressing;
 import dev.artemisrdma.transport.AddressingException;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.ConnectOptions;
-import dev.artemisrdma.transport.ConnectionRequest;
+import dev.artemisrdma.transport.ForwardingConnectionRequest;
 import dev.artemisrdma.transport.ConnectionRequestHandler;
 import dev.artemisrdma.transport.ConnectionSetup;
 import dev.artemisrdma.transport.Fabric;
-import dev.artemisrdma.transport.FabricDevice;
 import dev.artemisrdma.transport.QueuePairEvents;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.FabricListener;
@@ -311,38 +310,13 @@ class AddressingLabTest {
         public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
                                      ConnectionRequestHandler handler) throws FabricException {
             return fabric.listen(bindAddress, addressing, request -> handler.onConnectionRequest(
-                    new ConnectionRequest() {
-                        @Override
-                        public byte[] privateData() {
-                            return request.privateData();
-                        }
-
-                        @Override
-                        public InetSocketAddress peerAddress() {
-                            return request.peerAddress();
-                        }
-
-                        @Override
-                        public InetSocketAddress localAddress() {
-                            return request.localAddress();
-                        }
-
-                        @Override
-                        public FabricDevice device() {
-                            return request.device();
-                        }
-
+                    new ForwardingConnectionRequest(request) {
                         @Override
                         public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount,
                                                 QueuePairEvents events) throws FabricException {
-                            QueuePair qp = request.accept(setup, replyData, rnrRetryCount, events);
+                            QueuePair qp = super.accept(setup, replyData, rnrRetryCount, events);
                             queuePairs.add(qp);
                             return qp;
-                        }
-
-                        @Override
-                        public void reject(byte[] reason) {
-                            request.reject(reason);
                         }
                     }));
         }
