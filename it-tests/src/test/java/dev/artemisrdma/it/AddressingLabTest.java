@@ -241,7 +241,7 @@ class AddressingLabTest {
     }
 
     @Test
-    void typeOfServiceReachesTheQueuePairsAndTheKernelsCmIds() throws Exception {
+    void typeOfServiceOfTheConnectingSideReachesBothQueuePairs() throws Exception {
         int port = Lab.freshPort();
         RawEndpoint server = new RawEndpoint(4, 1, 0);
         RawEndpoint client = new RawEndpoint(4, 1, 0);
