@@ -84,6 +84,8 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 labout "$RESULTS" \
     echo "127.0.1.1 rdma-lab"
     echo "10.77.0.1 rdma-lab-0"
     echo "10.77.0.2 rdma-lab-1"
+    echo "fd77::1 rdma-lab-0-v6"
+    echo "fd77::2 rdma-lab-1-v6"
 } > /run/lab/hosts
 mount --bind /run/lab/hosts /etc/hosts || true
 
@@ -94,11 +96,15 @@ mark "soft-roce"
 # Modules do not auto-load here; crc32_generic first or rxe fails to init crc32.
 modprobe crc32_generic || fail "modprobe crc32_generic failed (is /lib/modules/$(uname -r) there?)"
 modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
-ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24) / v1 (10.77.0.2/24) failed"
+# IPv6 too (fd77::1/64, fd77::2/64; nodad: usable at once instead of "tentative" for a second), so rxe gets
+# IPv6 GIDs and rdma_cm endpoints like rdma://[fd77::1]:61700 can be tested.
+ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24, fd77::1/64) / v1 (10.77.0.2/24, fd77::2/64) failed"
 link set lo up
 link add v0 type veth peer name v1
 addr add 10.77.0.1/24 dev v0
 addr add 10.77.0.2/24 dev v1
+addr add fd77::1/64 dev v0 nodad
+addr add fd77::2/64 dev v1 nodad
 link set v0 mtu 9000
 link set v1 mtu 9000
 link set v0 up
@@ -113,6 +119,13 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] || fail "rxe0/rxe1 did not become ACTIVE: $links"
+# rxe adds a GID per address of its netdev from a work queue: wait for the IPv6 ones, or IPv6 connects fail.
+gid6() { grep -ql "^fd77:0000:0000:0000:0000:0000:0000:000$2\$" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null; }
+for _ in $(seq 100); do
+    gid6 rxe0 1 && gid6 rxe1 2 && break
+    sleep 0.1
+done
+gid6 rxe0 1 && gid6 rxe1 2 || fail "rxe0/rxe1 have no GID for fd77::1/fd77::2: $(cat /sys/class/infiniband/rxe*/ports/1/gids/[0-3] 2>&1)"
 
 mark "command"
 # --- the command -----------------------------------------------------------

@@ -17,6 +17,13 @@ grep -q rxe0 <<< "$out" && grep -q rxe1 <<< "$out" || bad "ibv_devices does not 
 step "rdma link"
 out=$(rdma link 2>&1); echo "$out"
 [ "$(grep -c 'state ACTIVE' <<< "$out")" -ge 2 ] || bad "rdma link does not show two ACTIVE links"
+step "GIDs of rxe0 and rxe1 (IPv4-mapped and IPv6, one per address of v0/v1)"
+for dev in rxe0 rxe1; do
+    gids=$(cat /sys/class/infiniband/$dev/ports/1/gids/* 2>/dev/null | grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$')
+    echo "$dev:" $gids
+done
+grep -q '^fd77:0000:0000:0000:0000:0000:0000:0001$' /sys/class/infiniband/rxe0/ports/1/gids/* \
+    || bad "rxe0 has no GID for fd77::1"
 step "ibv_devinfo -d rxe0"
 ibv_devinfo -d rxe0 2>&1 | grep -E 'hca_id|transport|state|active_mtu|link_layer' || bad "ibv_devinfo -d rxe0"
 

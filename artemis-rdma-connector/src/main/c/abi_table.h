@@ -49,6 +49,8 @@
   ABI(QP_CAP_MAX_INLINE_DATA, offsetof(struct ibv_qp_cap, max_inline_data)) \
   ABI(QP_ATTR_SIZE, sizeof(struct ibv_qp_attr)) \
   ABI(QP_ATTR_QP_STATE, offsetof(struct ibv_qp_attr, qp_state)) \
+  ABI(QP_ATTR_AH_ATTR, offsetof(struct ibv_qp_attr, ah_attr)) \
+  ABI(AH_ATTR_TRAFFIC_CLASS, offsetof(struct ibv_ah_attr, grh.traffic_class)) \
   ABI(CM_ID_VERBS, offsetof(struct rdma_cm_id, verbs)) \
   ABI(CM_ID_CHANNEL, offsetof(struct rdma_cm_id, channel)) \
   ABI(CM_ID_CONTEXT, offsetof(struct rdma_cm_id, context)) \

@@ -34,7 +34,7 @@ import org.apache.activemq.artemis.utils.uri.URISchema;
  * its server locator ({@code reconnectAttempts}, {@code confirmationWindowSize}, {@code user}, ...), {@code ha} or
  * {@code type} ({@code CF}, {@code QUEUE_CF}, {@code TOPIC_CF}, {@code XA_CF}, ...). Any other key is refused, by name.
  * The fragment lists further brokers (e.g. a backup) reached with the same options. The port defaults to
- * {@value RdmaParameters#DEFAULT_PORT}.
+ * {@value RdmaParameters#DEFAULT_PORT}. IPv6 hosts are written in brackets: {@code rdma://[fd00::1]:61700}.
  */
 public final class RdmaConnectionFactories {
 
@@ -114,7 +114,8 @@ public final class RdmaConnectionFactories {
         try {
             URI uri = new URI(url.trim());
             if (uri.getHost() == null) {
-                throw new IllegalArgumentException("rdma URL " + url + " names no host");
+                throw new IllegalArgumentException("rdma URL " + url + " names no host (an IPv6 address goes in "
+                        + "brackets: rdma://[fd00::1]:61700)");
             }
             return uri;
         } catch (URISyntaxException e) {
@@ -124,7 +125,7 @@ public final class RdmaConnectionFactories {
 
     private static TransportConfiguration connector(URI uri, Map<String, Object> transport, String name) {
         Map<String, Object> params = new HashMap<>(transport);
-        params.put(RdmaParameters.HOST, uri.getHost());
+        params.put(RdmaParameters.HOST, RdmaParameters.unbracket(uri.getHost()));
         params.put(RdmaParameters.PORT, uri.getPort() < 0 ? RdmaParameters.DEFAULT_PORT : uri.getPort());
         return new TransportConfiguration(RdmaConnectorFactory.class.getName(), params, name);
     }

@@ -9,6 +9,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.AddressingException;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import org.apache.activemq.artemis.spi.core.remoting.AbstractConnector;
@@ -35,6 +36,7 @@ final class RdmaConnector extends AbstractConnector {
     private ClientMetrics.Group metrics;
     private ScheduledFuture<?> batchFlusher;
     private volatile RdmaConnection lastConnection;
+    private volatile String lastAddressingError;
 
     RdmaConnector(Map<String, Object> configuration, BufferHandler handler, ClientConnectionLifeCycleListener listener,
                   Executor closeExecutor, ScheduledExecutorService scheduler, ClientProtocolManager protocolManager) {
@@ -84,6 +86,9 @@ final class RdmaConnector extends AbstractConnector {
         try {
             ChannelHandler tracked = counting == null ? connection : counting.track(connection);
             channel = current.transport().connect(target, tracked);
+        } catch (AddressingException e) {
+            logAddressingError(e);
+            return null;
         } catch (FabricException | RuntimeException e) {
             logger.debug("RDMA connector: cannot connect to {}: {}", target, e.getMessage());
             return null;
@@ -101,6 +106,20 @@ final class RdmaConnector extends AbstractConnector {
         scheduleBatchFlusher();
         logger.debug("RDMA connection {} to {} established", channel.id(), target);
         return connection;
+    }
+
+    /**
+     * A configuration the fabric cannot serve (unknown device, no route) is the operator's to fix: said once at warn
+     * (Artemis only reports "cannot connect"), then at debug while the client keeps retrying with the same result.
+     */
+    private void logAddressingError(AddressingException e) {
+        String message = e.getMessage();
+        if (!message.equals(lastAddressingError)) {
+            lastAddressingError = message;
+            logger.warn("RDMA connector: cannot connect to {}: {}", target, message);
+        } else {
+            logger.debug("RDMA connector: cannot connect to {}: {}", target, message);
+        }
     }
 
     private synchronized void scheduleBatchFlusher() {

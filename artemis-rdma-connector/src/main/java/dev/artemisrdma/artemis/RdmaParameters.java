@@ -34,6 +34,8 @@ public final class RdmaParameters {
     public static final String SCHEME = "scheme";
     /** Connector: the {@code factory} tag of the client's meters (see {@link RdmaClientMetrics}); default host:port. */
     public static final String METRICS_NAME = "metricsName";
+    /** The RDMA device an endpoint must use (a transport key; see {@link TransportConfig#device()}). */
+    public static final String DEVICE = "device";
 
     public static final String DEFAULT_HOST = "localhost";
     public static final int DEFAULT_PORT = 61700;
@@ -79,8 +81,14 @@ public final class RdmaParameters {
         }
     }
 
+    /** The host, an IPv6 literal without the brackets a URL puts around it ({@code [fd00::1]} is {@code fd00::1}). */
     static String host(Map<String, ?> params) {
-        return ConfigurationHelper.getStringProperty(HOST, DEFAULT_HOST, params);
+        return unbracket(ConfigurationHelper.getStringProperty(HOST, DEFAULT_HOST, params));
+    }
+
+    static String unbracket(String host) {
+        return host != null && host.length() > 2 && host.startsWith("[") && host.endsWith("]")
+                ? host.substring(1, host.length() - 1) : host;
     }
 
     static int port(Map<String, ?> params) {
@@ -130,12 +138,16 @@ public final class RdmaParameters {
         return settings;
     }
 
-    /** The parameters a client needs to reach an endpoint configured with {@code params}: host, port and tuning. */
+    /**
+     * The parameters a client needs to reach an endpoint configured with {@code params}: host, port and tuning, but
+     * not {@code device}: a device name is local to one machine, a client's devices have their own.
+     */
     static Map<String, Object> connectorParams(Map<String, ?> params) {
         Map<String, Object> connector = new LinkedHashMap<>();
         connector.put(HOST, host(params));
         connector.put(PORT, port(params));
         connector.putAll(transportSettings(params));
+        connector.remove(DEVICE);
         return connector;
     }
 
@@ -150,6 +162,6 @@ public final class RdmaParameters {
     }
 
     private static boolean isLoopback(String host) {
-        return "localhost".equals(host) || "127.0.0.1".equals(host);
+        return "localhost".equals(host) || "127.0.0.1".equals(host) || "::1".equals(host);
     }
 }

@@ -9,8 +9,15 @@ import java.time.Duration;
  * @param rnrRetryCount   how the peer's sends to us are retried when we have no receive posted (0..7, 7 = forever)
  * @param retryCount      transport retries on lost packets (0..7)
  * @param timeout         bound on address/route resolution plus the handshake
+ * @param addressing      the device the connection must leave from and its type of service
  */
-public record ConnectOptions(byte[] privateData, int rnrRetryCount, int retryCount, Duration timeout) {
+public record ConnectOptions(byte[] privateData, int rnrRetryCount, int retryCount, Duration timeout,
+                             Addressing addressing) {
+
+    /** Options on any device with the kernel's type of service. */
+    public ConnectOptions(byte[] privateData, int rnrRetryCount, int retryCount, Duration timeout) {
+        this(privateData, rnrRetryCount, retryCount, timeout, Addressing.ANY);
+    }
 
     public ConnectOptions {
         if (privateData == null) {
@@ -27,6 +34,9 @@ public record ConnectOptions(byte[] privateData, int rnrRetryCount, int retryCou
         }
         if (timeout == null || timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive");
+        }
+        if (addressing == null) {
+            addressing = Addressing.ANY;
         }
     }
 }

@@ -18,7 +18,21 @@ public interface Fabric extends AutoCloseable {
      * Listens for connections on a local address. Each request is handed to {@code handler} on the fabric's
      * connection-manager thread, which must accept or reject it.
      */
-    FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler) throws FabricException;
+    default FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
+            throws FabricException {
+        return listen(bindAddress, Addressing.ANY, handler);
+    }
+
+    /**
+     * Listens as {@link #listen(InetSocketAddress, ConnectionRequestHandler)}, checking {@code addressing}'s device
+     * and setting its type of service. A specific bind address must be on the named device; a wildcard
+     * ({@code 0.0.0.0}, {@code ::}) listens on every device (the transport then accepts only connections that arrive
+     * on the named one).
+     *
+     * @throws AddressingException for an unknown device, or a bind address that is not on the named device
+     */
+    FabricListener listen(InetSocketAddress bindAddress, Addressing addressing, ConnectionRequestHandler handler)
+            throws FabricException;
 
     /**
      * Connects to a listening peer and blocks until the connection is established, refused or the timeout

@@ -37,31 +37,11 @@ public final class ListenerStats {
 
     /** {@code request}, counting how it is answered. */
     ConnectionRequest counting(ConnectionRequest request) {
-        return new ConnectionRequest() {
-            @Override
-            public byte[] privateData() {
-                return request.privateData();
-            }
-
-            @Override
-            public java.net.InetSocketAddress peerAddress() {
-                return request.peerAddress();
-            }
-
-            @Override
-            public java.net.InetSocketAddress localAddress() {
-                return request.localAddress();
-            }
-
-            @Override
-            public FabricDevice device() {
-                return request.device();
-            }
-
+        return new ForwardingConnectionRequest(request) {
             @Override
             public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount,
                                     QueuePairEvents events) throws FabricException {
-                QueuePair qp = request.accept(setup, replyData, rnrRetryCount, events);
+                QueuePair qp = super.accept(setup, replyData, rnrRetryCount, events);
                 accepted.increment();
                 return qp;
             }
@@ -69,7 +49,7 @@ public final class ListenerStats {
             @Override
             public void reject(byte[] reason) {
                 refused.increment();
-                request.reject(reason);
+                super.reject(reason);
             }
         };
     }

@@ -344,7 +344,8 @@ final class RdmaChannelImpl implements RdmaChannel {
                 qp.close(); // never established, or established and failed: the fabric flushed nothing we wait for
                 receivesOutstanding = 0;
             }
-            releaseHere = index < 0 || loopGone; // no loop slot taken: no loop thread can know this channel
+            // no loop slot taken, or the loop is dead (it polls nothing any more): no loop thread will release it
+            releaseHere = index < 0 || loopGone || (loop != null && loop.failure() != null);
             if (releaseHere) {
                 moveTo(ChannelState.CLOSED);
                 releaseLocked();

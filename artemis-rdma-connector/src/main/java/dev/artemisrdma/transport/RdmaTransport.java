@@ -80,7 +80,7 @@ public final class RdmaTransport implements AutoCloseable {
         checkOpen();
         RdmaServer[] self = new RdmaServer[1];
         ListenerStats stats = new ListenerStats();
-        FabricListener listener = fabric.listen(bind, request -> onRequest(stats.counting(request), stats, acceptor));
+        FabricListener listener = fabric.listen(bind, config.addressing(), request -> onRequest(stats.counting(request), stats, acceptor));
         RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);
@@ -97,7 +97,7 @@ public final class RdmaTransport implements AutoCloseable {
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
         channels.add(ch);
         ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
-                config.rnrRetryCount(), config.retryCount(), config.connectTimeout());
+                config.rnrRetryCount(), config.retryCount(), config.connectTimeout(), config.addressing());
         QueuePair qp;
         try {
             qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
@@ -138,6 +138,16 @@ public final class RdmaTransport implements AutoCloseable {
         }
         if (closed) {
             request.reject(Handshake.encodeReject("server is shutting down"));
+            return;
+        }
+        String device = config.device();
+        if (device != null && !device.equals(request.device().name())) {
+            // a wildcard listener with a device named: rdma_cm listens on every device, we serve only the named one
+            LOG.warn("{}: rejected connection from {} to {}: it arrived on device {}, this endpoint serves device={} "
+                    + "only", name, describe(peerAddress), describe(request.localAddress()), request.device().name(),
+                    device);
+            request.reject(Handshake.encodeReject("this endpoint accepts connections on RDMA device " + device
+                    + " only, this one arrived on " + request.device().name()));
             return;
         }
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
@@ -345,12 +355,16 @@ public final class RdmaTransport implements AutoCloseable {
         LOG.info("{}: closed", name);
     }
 
-    /** {@code 10.77.0.1:5445}, without the leading slash of InetSocketAddress.toString(). */
-    static String describe(InetSocketAddress a) {
+    /**
+     * {@code 10.77.0.1:5445} or {@code [fd77::1]:5445}, without the leading slash of InetSocketAddress.toString() and
+     * with IPv6 addresses in brackets, as URLs write them.
+     */
+    public static String describe(InetSocketAddress a) {
         if (a == null) {
             return "?";
         }
-        return (a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString()) + ":" + a.getPort();
+        String host = a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString();
+        return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + a.getPort();
     }
 
     /** What the transport holds per device: its send buffer pool and completion loops (more are added as needed). */

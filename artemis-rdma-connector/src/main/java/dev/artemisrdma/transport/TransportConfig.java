@@ -44,6 +44,9 @@ import java.util.TreeSet;
  *                               memory plus send buffer slabs; a connection that would exceed it is refused
  * @param maxCompletionLoops     completion loops (threads and queues) per device at most; at least
  *                               completionThreads (unset: 16, or completionThreads when larger)
+ * @param device                 the RDMA device listeners and connections must use; null: the route chooses
+ * @param tos                    RoCE type of service (0..255) of every connection; {@link Addressing#DEFAULT_TOS}:
+ *                               the kernel's
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -51,7 +54,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               int rnrRetryCount, int retryCount, Duration connectTimeout,
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
                               Duration closeTimeout,
-                              Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops) {
+                              Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
+                              String device, int tos) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -66,7 +70,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
-            "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops");
+            "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
+            "device", "tos");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -95,6 +100,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
                     + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
         }
+        new Addressing(device, tos); // validates both, with messages that name the key
+    }
+
+    /** The device and type of service as the fabric takes them. */
+    public Addressing addressing() {
+        return new Addressing(device, tos);
     }
 
     public static TransportConfig defaults() {
@@ -131,6 +142,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.maxRegisteredMemory = maxRegisteredMemory;
         b.maxCompletionLoops = maxCompletionLoops == defaultMaxCompletionLoops(completionThreads) ? null
                 : maxCompletionLoops;
+        b.device = device;
+        b.tos = tos;
         return b;
     }
 
@@ -175,6 +188,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "handshakeTimeout": b.handshakeTimeout = toDuration(key, v); break;
                 case "maxRegisteredMemory": b.maxRegisteredMemory = toLong(key, v, true); break;
                 case "maxCompletionLoops": b.maxCompletionLoops = toInt(key, v, false); break;
+                case "device": b.device = toDevice(v); break;
+                case "tos": b.tos = Addressing.requireTos(toInt(key, v, false)); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -239,6 +254,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
     }
 
+    /** Blank means unset, so a property placeholder that resolves to nothing does not pin a device. */
+    private static String toDevice(Object v) {
+        String s = v == null ? "" : v.toString().trim();
+        return s.isEmpty() ? null : s;
+    }
+
     private static Duration toDuration(String key, Object v) {
         if (v instanceof Duration) {
             return (Duration) v;
@@ -290,6 +311,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Duration handshakeTimeout = Duration.ofSeconds(10);
         private long maxRegisteredMemory = 1L << 30;
         private Integer maxCompletionLoops;
+        private String device;
+        private int tos = Addressing.DEFAULT_TOS;
 
         private Builder() {
         }
@@ -315,6 +338,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder handshakeTimeout(Duration v) { handshakeTimeout = v; return this; }
         public Builder maxRegisteredMemory(long v) { maxRegisteredMemory = v; return this; }
         public Builder maxCompletionLoops(int v) { maxCompletionLoops = v; return this; }
+        public Builder device(String v) { device = v; return this; }
+        public Builder tos(int v) { tos = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
@@ -324,7 +349,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
                     connectTimeout,
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
-                    maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads));
+                    maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),
+                    device, tos);
         }
     }
 }

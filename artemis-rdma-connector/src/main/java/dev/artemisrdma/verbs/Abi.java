@@ -51,6 +51,8 @@ public final class Abi {
     public static final int QP_CAP_MAX_INLINE_DATA = 16;
     public static final int QP_ATTR_SIZE = 144;
     public static final int QP_ATTR_QP_STATE = 0;
+    public static final int QP_ATTR_AH_ATTR = 56;
+    public static final int AH_ATTR_TRAFFIC_CLASS = 22;
     public static final int CM_ID_VERBS = 0;
     public static final int CM_ID_CHANNEL = 8;
     public static final int CM_ID_CONTEXT = 16;

@@ -12,7 +12,11 @@ public final class Errno {
     public static final int EAGAIN = 11;
     public static final int ENOMEM = 12;
     public static final int EINVAL = 22;
+    public static final int ENODEV = 19;
+    public static final int EADDRNOTAVAIL = 99;
+    public static final int ENETUNREACH = 101;
     public static final int ETIMEDOUT = 110;
+    public static final int EHOSTUNREACH = 113;
     public static final int ECONNREFUSED = 111;
 
     private static final String[] SYMBOLS = new String[134];

@@ -8,6 +8,8 @@ package dev.artemisrdma.verbs;
  */
 public final class IbvQueuePair {
 
+    private static final int IBV_QP_AV = 1 << 7;
+
     private final RdmaCmId id;
     private final long qp;
     private final int qpNumber;
@@ -29,6 +31,24 @@ public final class IbvQueuePair {
 
     public int qpNumber() {
         return qpNumber;
+    }
+
+    /**
+     * The traffic class of the queue pair's address vector (ibv_query_qp, IBV_QP_AV): on RoCE the IP type of service
+     * its packets carry, which rdma_cm takes from RDMA_OPTION_ID_TOS. Valid once the queue pair is connected.
+     */
+    public int trafficClass() throws VerbsException {
+        if (destroyed) {
+            throw new VerbsException("ibv_query_qp: queue pair " + qpNumber + " is destroyed");
+        }
+        try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE);
+             NativeStruct init = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
+            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), IBV_QP_AV, init.address());
+            if (rc != 0) {
+                throw new VerbsException("ibv_query_qp", rc, "(IBV_QP_AV) for queue pair " + qpNumber);
+            }
+            return attr.view().get(Abi.QP_ATTR_AH_ATTR + Abi.AH_ATTR_TRAFFIC_CLASS) & 0xff;
+        }
     }
 
     public boolean isEstablished() {

@@ -12,6 +12,8 @@ public final class RdmaCmId implements AutoCloseable {
 
     private static final int RDMA_PS_TCP = 0x106;
     private static final int IBV_QPT_RC = 2;
+    private static final int RDMA_OPTION_ID = 0;
+    private static final int RDMA_OPTION_ID_TOS = 0;
 
     private final long id;
     private IbvQueuePair queuePair;
@@ -47,6 +49,24 @@ public final class RdmaCmId implements AutoCloseable {
         try (SocketAddresses.AddrInfo info = SocketAddresses.resolve(host, port, true)) {
             if (RdmaCm.rdma_bind_addr(id, info.sourceAddress()) != 0) {
                 throw VerbsException.fromErrno("rdma_bind_addr", "to " + host + ":" + port);
+            }
+        }
+    }
+
+    /**
+     * The RoCE type of service (IP TOS) of this id's connections: rdma_set_option(RDMA_OPTION_ID,
+     * RDMA_OPTION_ID_TOS). Set before rdma_resolve_route (active side) or rdma_listen; rdma_cm puts it into the
+     * route's traffic class and so into the queue pair's address vector.
+     */
+    public void setTypeOfService(int tos) throws VerbsException {
+        checkOpen();
+        if (tos < 0 || tos > 255) {
+            throw new IllegalArgumentException("type of service must be 0..255, got " + tos);
+        }
+        try (NativeStruct value = new NativeStruct(1)) {
+            value.putByte(0, tos);
+            if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, value.address(), 1) != 0) {
+                throw VerbsException.fromErrno("rdma_set_option", "(RDMA_OPTION_ID_TOS " + tos + ")");
             }
         }
     }

@@ -269,11 +269,12 @@ public final class FakeFabric implements Fabric {
     // ---------------------------------------------------------------------------------------------- Fabric
 
     @Override
-    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
-            throws FabricException {
+    public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                 ConnectionRequestHandler handler) throws FabricException {
         if (closed) {
             throw new FabricException("fabric closed");
         }
+        addressing.requireKnownDevice(List.of(device.name()));
         InetSocketAddress addr = bindAddress.getPort() == 0
                 ? new InetSocketAddress(bindAddress.getAddress(), nextPort.incrementAndGet()) : bindAddress;
         FakeListener l = new FakeListener(addr, handler);
@@ -289,6 +290,7 @@ public final class FakeFabric implements Fabric {
         if (closed) {
             throw new FabricException("fabric closed");
         }
+        options.addressing().requireKnownDevice(List.of(device.name()));
         FakeListener l = findListener(remote);
         if (l == null) {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");

@@ -21,6 +21,16 @@ public final class Lab {
         return setting("RDMA_LAB_ADDR1", "rdma.lab.addr1", "10.77.0.2");
     }
 
+    /** The IPv6 address of v0 (rxe0). */
+    public static String addr6_0() {
+        return setting("RDMA_LAB_ADDR6_0", "rdma.lab.addr6_0", "fd77::1");
+    }
+
+    /** The IPv6 address of v1 (rxe1). */
+    public static String addr6_1() {
+        return setting("RDMA_LAB_ADDR6_1", "rdma.lab.addr6_1", "fd77::2");
+    }
+
     public static int freshPort() {
         return NEXT_PORT.getAndIncrement();
     }

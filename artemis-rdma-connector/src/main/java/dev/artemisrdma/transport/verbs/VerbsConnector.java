@@ -3,6 +3,7 @@ package dev.artemisrdma.transport.verbs;
 import dev.artemisrdma.transport.*;
 
 import dev.artemisrdma.verbs.CmEvent;
+import dev.artemisrdma.verbs.Errno;
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;
 
@@ -42,28 +43,45 @@ final class VerbsConnector {
 
     static QueuePair connect(VerbsFabric fabric, InetSocketAddress remote, ConnectionSetup setup,
                              ConnectOptions options, QueuePairEvents events) throws FabricException {
+        options.addressing().requireKnownDevice(fabric.deviceNames());
         RdmaCmId id;
         try {
             id = RdmaCmId.create(fabric.eventChannel());
         } catch (VerbsException e) {
-            throw new FabricException("cannot connect to " + remote + ": " + e.getMessage(), e);
+            throw new FabricException("cannot connect to " + RdmaTransport.describe(remote) + ": " + e.getMessage(),
+                    e);
         }
         VerbsConnector connector = new VerbsConnector(fabric, id, remote, setup, options, events);
         return connector.run();
     }
 
     private String target() {
-        String host = remote.getAddress() != null ? remote.getAddress().getHostAddress() : remote.getHostString();
-        return host + ":" + remote.getPort();
+        return RdmaTransport.describe(remote);
+    }
+
+    private String host() {
+        return remote.getAddress() != null ? remote.getAddress().getHostAddress() : remote.getHostString();
+    }
+
+    /** What to check when no RDMA device can reach the target. */
+    private AddressingException noRoute(String detail) {
+        return new AddressingException("no RDMA device has a route to " + target() + " (" + detail + "): check "
+                + "'rdma link' (an RDMA device must sit on the interface that reaches it) and 'ip route get "
+                + host() + "'");
     }
 
     private QueuePair run() throws FabricException {
         fabric.route(id.address(), this::onEvent);
         try {
-            String host = remote.getAddress() != null ? remote.getAddress().getHostAddress() : remote.getHostString();
-            id.resolveAddress(host, remote.getPort(), stepTimeoutMillis);
+            if (options.addressing().hasTos()) {
+                id.setTypeOfService(options.addressing().tos()); // before rdma_resolve_route puts it in the path
+            }
+            id.resolveAddress(host(), remote.getPort(), stepTimeoutMillis);
         } catch (VerbsException | RuntimeException e) {
             abandon();
+            if (e instanceof VerbsException ve && isUnroutable(ve.errno())) {
+                throw noRoute(e.getMessage());
+            }
             throw new FabricException("cannot connect to " + target() + ": " + e.getMessage(), e);
         }
         try {
@@ -84,6 +102,24 @@ final class VerbsConnector {
                 throw fe;
             }
             throw new FabricException("connecting to " + target() + " failed: " + cause, cause);
+        }
+    }
+
+    /** rdma_resolve_addr's answers (immediate, or as an ADDR_ERROR status) for a target no device can reach. */
+    private static boolean isUnroutable(int errno) {
+        return errno == Errno.ENETUNREACH || errno == Errno.EHOSTUNREACH || errno == Errno.ENODEV
+                || errno == Errno.EADDRNOTAVAIL;
+    }
+
+    /** With a device named, the one rdma_cm resolved the route to must be it. */
+    private void checkDevice() throws FabricException {
+        String wanted = options.addressing().device();
+        String resolved = fabric.deviceNameOf(id);
+        if (wanted != null && !wanted.equals(resolved)) {
+            throw new AddressingException("connecting to " + target() + " with device=" + wanted + ": the route "
+                    + "to it leaves through " + resolved + ", not " + wanted + "; connect to an address reached "
+                    + "through " + wanted + "'s interface ('ip route get " + host() + "' shows the interface, "
+                    + "'rdma link' its device), or leave device out");
         }
     }
 
@@ -108,7 +144,10 @@ final class VerbsConnector {
         }
         try {
             switch (event.type()) {
-                case ADDR_RESOLVED -> id.resolveRoute(stepTimeoutMillis);
+                case ADDR_RESOLVED -> {
+                    checkDevice();
+                    id.resolveRoute(stepTimeoutMillis);
+                }
                 case ROUTE_RESOLVED -> {
                     VerbsDevice device = fabric.deviceOf(id);
                     qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), null, events);
@@ -126,8 +165,8 @@ final class VerbsConnector {
                         + " was rejected" + (event.privateData().length == 0 ? " (no listener on that port, or the "
                         + "peer refused without a reason; status " + event.status() + ")" : ""), remote,
                         event.privateData()));
-                case ADDR_ERROR -> fail(new FabricException("cannot resolve " + target()
-                        + " to an RDMA device (RDMA_CM_EVENT_ADDR_ERROR, status " + event.status() + ")"));
+                case ADDR_ERROR -> fail(noRoute("RDMA_CM_EVENT_ADDR_ERROR, status " + event.status()
+                        + (event.status() < 0 ? " " + Errno.describe(-event.status()) : "")));
                 case ROUTE_ERROR -> fail(new FabricException("no route to " + target()
                         + " (RDMA_CM_EVENT_ROUTE_ERROR, status " + event.status() + ")"));
                 case UNREACHABLE -> fail(new FabricException(target() + " is unreachable "

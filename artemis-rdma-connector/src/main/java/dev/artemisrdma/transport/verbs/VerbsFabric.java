@@ -62,8 +62,25 @@ public final class VerbsFabric implements Fabric {
         return devices.names();
     }
 
+    /**
+     * The traffic class a connected queue pair of this fabric carries in its address vector (ibv_query_qp): on
+     * RoCE, the IP type of service of its packets, which {@link Addressing#tos()} sets. For operators and tests
+     * that want the device's word for it.
+     */
+    public int trafficClass(QueuePair queuePair) throws FabricException {
+        if (!(queuePair instanceof VerbsQueuePair qp)) {
+            throw new IllegalArgumentException("not a queue pair of the verbs fabric: " + queuePair);
+        }
+        return qp.trafficClass();
+    }
+
     RdmaEventChannel eventChannel() {
         return eventChannel;
+    }
+
+    /** The device an id is bound to, or null while it is not (an id bound to a wildcard address). */
+    String deviceNameOf(RdmaCmId id) throws FabricException {
+        return id.verbsContext() == 0 ? null : deviceOf(id).name();
     }
 
     VerbsDevice deviceOf(RdmaCmId id) throws FabricException {
@@ -92,10 +109,10 @@ public final class VerbsFabric implements Fabric {
     }
 
     @Override
-    public FabricListener listen(InetSocketAddress bindAddress, ConnectionRequestHandler handler)
-            throws FabricException {
+    public FabricListener listen(InetSocketAddress bindAddress, Addressing addressing,
+                                 ConnectionRequestHandler handler) throws FabricException {
         checkOpen();
-        VerbsListener listener = VerbsListener.start(this, bindAddress, handler);
+        VerbsListener listener = VerbsListener.start(this, bindAddress, addressing, handler);
         own(listener);
         return listener;
     }

@@ -4,6 +4,7 @@ import dev.artemisrdma.transport.*;
 
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
+import dev.artemisrdma.verbs.Errno;
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;
 import org.slf4j.Logger;
@@ -30,28 +31,56 @@ final class VerbsListener implements FabricListener {
         this.localAddress = id.localAddress();
     }
 
-    static VerbsListener start(VerbsFabric fabric, InetSocketAddress bind, ConnectionRequestHandler handler)
-            throws FabricException {
+    /**
+     * Binds and listens. With a device named, a specific bind address must be one of that device's (a wildcard
+     * listens on every device; the transport then accepts only connections that arrive on the named one).
+     */
+    static VerbsListener start(VerbsFabric fabric, InetSocketAddress bind, Addressing addressing,
+                               ConnectionRequestHandler handler) throws FabricException {
+        String where = RdmaTransport.describe(bind);
+        addressing.requireKnownDevice(fabric.deviceNames());
         RdmaCmId id;
         try {
             id = RdmaCmId.create(fabric.eventChannel());
         } catch (VerbsException e) {
-            throw new FabricException("cannot listen on " + bind + ": " + e.getMessage(), e);
+            throw new FabricException("cannot listen on " + where + ": " + e.getMessage(), e);
         }
+        String host = bind.getAddress() != null ? bind.getAddress().getHostAddress() : bind.getHostString();
         try {
-            String host = bind.getAddress() != null ? bind.getAddress().getHostAddress() : bind.getHostString();
+            if (addressing.hasTos()) {
+                id.setTypeOfService(addressing.tos());
+            }
             id.bind(host, bind.getPort());
+            String bound = fabric.deviceNameOf(id);
+            if (addressing.hasDevice() && bound != null && !bound.equals(addressing.device())) {
+                throw new AddressingException("cannot listen on " + where + " with device=" + addressing.device()
+                        + ": " + host + " is an address of " + bound + ", not of " + addressing.device()
+                        + "; use an address of " + addressing.device() + "'s interface ('rdma link' names it, "
+                        + "'ip addr show dev <interface>' lists its addresses), or 0.0.0.0 to listen everywhere");
+            }
             id.listen(BACKLOG);
-        } catch (VerbsException | RuntimeException e) {
+        } catch (VerbsException | FabricException | RuntimeException e) {
             id.close();
-            throw new FabricException("cannot listen on " + bind + ": " + e.getMessage()
-                    + (e.getMessage() != null && e.getMessage().contains("EADDRNOTAVAIL")
-                    ? " (no RDMA device has that address)" : ""), e);
+            if (e instanceof FabricException fe) {
+                throw fe;
+            }
+            if (e instanceof VerbsException ve && isNotLocal(ve.errno())) {
+                throw new AddressingException("cannot listen on " + where + ": no RDMA device has the address "
+                        + host + " (" + e.getMessage() + "); use an address of an RDMA device's interface ('rdma "
+                        + "link' lists the devices and their interfaces, 'ip addr' their addresses), or 0.0.0.0 / "
+                        + ":: to listen on every device", e);
+            }
+            throw new FabricException("cannot listen on " + where + ": " + e.getMessage(), e);
         }
         VerbsListener listener = new VerbsListener(fabric, id, handler);
         fabric.route(id.address(), listener::onEvent);
         LOG.debug("listening on {}", listener.localAddress);
         return listener;
+    }
+
+    /** rdma_bind_addr's answer for an address that is not a local address of an RDMA device. */
+    private static boolean isNotLocal(int errno) {
+        return errno == Errno.EADDRNOTAVAIL || errno == Errno.ENODEV;
     }
 
     private void onEvent(CmEvent event) {

@@ -64,6 +64,15 @@ final class VerbsQueuePair implements QueuePair {
         this.peer = id.peerAddress();
     }
 
+    /** The traffic class of the queue pair's address vector, as the device reports it (ibv_query_qp). */
+    int trafficClass() throws FabricException {
+        try {
+            return qp.trafficClass();
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
     void setPeerPrivateData(byte[] data) {
         this.peerPrivateData = data;
     }
