@@ -7,13 +7,17 @@ import java.nio.ByteBuffer;
  * room for it). Big-endian:
  *
  * <pre>
- *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye)
+ *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye),
+ *           PACKED (the payload is several whole frames, see {@link PackedFrames})
  *  1  1  reserved, 0
  *  2  2  credits returned to the receiver of this SEND (unsigned)
- *  4  4  FIRST fragment: the whole frame's length; later fragments: this fragment's offset in the frame
+ *  4  4  FIRST fragment: the whole frame's length; later fragments: this fragment's offset in the frame;
+ *           PACKED: how many frames the payload holds
  * </pre>
  *
- * A frame of one fragment carries FIRST|LAST. The payload length is the SEND's length minus the header.
+ * A frame of one fragment carries FIRST|LAST. The payload length is the SEND's length minus the header. PACKED
+ * stands alone (no other flag) and only goes to a peer whose handshake said it reads it
+ * ({@link Handshake#FEATURE_PACKED}).
  */
 public final class FrameHeader {
 
@@ -22,6 +26,7 @@ public final class FrameHeader {
     public static final int LAST = 0x02;
     public static final int CREDIT = 0x04;
     public static final int CLOSE = 0x08;
+    public static final int PACKED = 0x10;
     public static final int MAX_CREDITS = 0xFFFF;
 
     private FrameHeader() {

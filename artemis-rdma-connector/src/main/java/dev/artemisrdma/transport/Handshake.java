@@ -16,24 +16,45 @@ import java.nio.charset.StandardCharsets;
  *   8     4     receive slot size (bytes)            reason length n
  *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
  *  16     4     maximum frame size (bytes)
- *  20     4     reserved, 0
+ *  20     4     features this side reads (bit 0: PACKED SENDs)
  * </pre>
  *
  * A newer peer must keep the magic and the version field where they are, so an old one can say why it refuses.
+ *
+ * <p>Features are negotiated, not versioned: offset 20 was "reserved, 0" before packing existed and rdma_cm pads
+ * private data with zeros, so an older peer states no features, ignores ours, and both sides simply send it one
+ * frame per SEND. Each side uses a feature only toward a peer that stated it reads it; bits we do not know are
+ * ignored (a newer peer's features), so adding one never needs a version bump.
  */
 public final class Handshake {
 
     public static final int MAGIC = 0x41524D41;
     public static final short VERSION = 1;
     public static final int LENGTH = 24;
+    /** The peer reads SENDs that carry several frames ({@link FrameHeader#PACKED}). */
+    public static final int FEATURE_PACKED = 0x1;
+    /** Every feature this version knows; other bits are ignored. */
+    static final int KNOWN_FEATURES = FEATURE_PACKED;
     static final short KIND_CONNECT = 1;
     static final short KIND_ACCEPT = 2;
     static final short KIND_REJECT = 3;
     /** Reject private data is limited to 148 bytes over RDMA_PS_TCP. */
     static final int MAX_REASON_BYTES = 148 - 12;
 
-    /** What one side offers: the peer sends into slots of {@code slotSize} with {@code initialCredits} credits. */
-    public record Params(int slotSize, int initialCredits, int maxFrameSize) {
+    /**
+     * What one side offers: the peer sends into slots of {@code slotSize} with {@code initialCredits} credits;
+     * {@code features} are the {@code FEATURE_*} bits this side reads.
+     */
+    public record Params(int slotSize, int initialCredits, int maxFrameSize, int features) {
+
+        /** Params stating no features: what a peer from before feature negotiation sends. */
+        public Params(int slotSize, int initialCredits, int maxFrameSize) {
+            this(slotSize, initialCredits, maxFrameSize, 0);
+        }
+
+        public boolean readsPacked() {
+            return (features & FEATURE_PACKED) != 0;
+        }
     }
 
     private Handshake() {
@@ -82,7 +103,7 @@ public final class Handshake {
     private static byte[] encode(short kind, Params p) {
         ByteBuffer b = ByteBuffer.allocate(LENGTH);
         b.putInt(MAGIC).putShort(VERSION).putShort(kind)
-                .putInt(p.slotSize()).putInt(p.initialCredits()).putInt(p.maxFrameSize()).putInt(0);
+                .putInt(p.slotSize()).putInt(p.initialCredits()).putInt(p.maxFrameSize()).putInt(p.features());
         return b.array();
     }
 
@@ -111,12 +132,13 @@ public final class Handshake {
         int slotSize = b.getInt(8);
         int credits = b.getInt(12);
         int maxFrame = b.getInt(16);
+        int features = b.getInt(20) & KNOWN_FEATURES;
         // every value sizes something of ours (fragments, the credit window, what we may write): out of range is a
         // protocol error that refuses this peer alone
         checkRange("receive slot size", slotSize, TransportConfig.MIN_SLOT_SIZE, TransportConfig.MAX_SLOT_SIZE);
         checkRange("initial credits", credits, 2, TransportConfig.MAX_RECEIVE_SLOTS + 1);
         checkRange("maximum frame size", maxFrame, TransportConfig.MIN_FRAME_SIZE, TransportConfig.MAX_FRAME_SIZE_LIMIT);
-        return new Params(slotSize, credits, maxFrame);
+        return new Params(slotSize, credits, maxFrame, features);
     }
 
     private static void checkRange(String what, int value, int min, int max) throws HandshakeException {

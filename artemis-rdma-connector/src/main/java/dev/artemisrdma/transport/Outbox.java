@@ -30,6 +30,12 @@ final class Outbox {
         return size == 0 ? null : frames[head];
     }
 
+    /** The frame {@code i} places behind the head ({@code i < size()}). */
+    PooledBuffer get(int i) {
+        int at = head + i;
+        return frames[at < frames.length ? at : at - frames.length];
+    }
+
     /** Removes the head frame, all of it posted. */
     PooledBuffer remove() {
         PooledBuffer f = frames[head];

@@ -29,7 +29,8 @@ public interface RdmaChannel extends AutoCloseable {
      * Sends bytes {@code [0, buffer.position())} of {@code buffer.buffer()} as one frame and takes ownership of
      * the buffer. With {@code flush == false} the frame may wait for the next flushing write (work requests are
      * posted as one list). Never blocks: when credits or send budget are exhausted the frame is queued and
-     * {@link #isWritable()} turns false until the backlog drains.
+     * {@link #isWritable()} turns false until the backlog drains. Small frames that queued leave packed, several to
+     * a SEND, when the peer reads that; each is still delivered as a frame of its own, in order.
      *
      * @throws FabricException when the channel is closed or failed (the buffer is released)
      */

@@ -123,7 +123,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** What this side offers the peer in the handshake. */
     Handshake.Params localParams() {
-        return new Handshake.Params(slotSize, slots, config.maxFrameSize());
+        return new Handshake.Params(slotSize, slots, config.maxFrameSize(), Handshake.FEATURE_PACKED);
     }
 
     /** Completion queue entries this connection can ever have outstanding: all receives plus the send budget. */
@@ -144,6 +144,10 @@ final class RdmaChannelImpl implements RdmaChannel {
         lock.lock();
         try {
             send.peer(peer);
+            if (!peer.readsPacked()) {
+                LOG.info("channel {} ({}): the peer does not read packed SENDs (an older artemis-rdma): small frames"
+                        + " go one per SEND", id, describe(remote));
+            }
         } finally {
             lock.unlock();
         }
@@ -231,7 +235,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw new FabricException("channel " + id + ": queue pair takes " + caps.maxRecvWr()
                         + " receives, the transport posts " + slots);
             }
-            send.attach(queuePair, caps, memory, slots * slotSize, index);
+            send.attach(queuePair, caps, memory, slots * slotSize, index, pool);
             RecvList initial = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
                 receive.addReceive(initial, s);
@@ -610,7 +614,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     TransportStats stats() {
         return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
                 send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
-                send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls);
+                send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,
+                send.packedSends);
     }
 
     /**

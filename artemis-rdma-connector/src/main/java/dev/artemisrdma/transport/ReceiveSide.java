@@ -3,6 +3,7 @@ package dev.artemisrdma.transport;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * The receive side of one channel: its receive slots, reassembly of fragmented frames, delivery to the handler, and
@@ -27,10 +28,13 @@ final class ReceiveSide {
     private final String id;
     private final InetSocketAddress remote;
     private final int slotSize;
+    private final int maxFrameSize;
     private final long reassemblyTimeoutNanos;
     private final Reassembler reassembler;
     private final RecvList repost;
     private final FrameSink sink;
+    /** {@link #deliver} as the consumer packed frames go to, made once (a method reference per SEND would allocate). */
+    private final Consumer<ByteBuffer> packedSink = this::deliver;
 
     /**
      * Set once under the channel's lock when the queue pair is prepared, before any receive is posted, then read by
@@ -60,6 +64,7 @@ final class ReceiveSide {
         this.id = id;
         this.remote = remote;
         this.slotSize = config.slotSize();
+        this.maxFrameSize = config.maxFrameSize();
         this.reassemblyTimeoutNanos = config.reassemblyTimeout().toNanos();
         this.reassembler = new Reassembler(config.maxFrameSize(), RETAIN_REASSEMBLY_BYTES,
                 config.maxReassemblyBytes(), budget);
@@ -111,6 +116,8 @@ final class ReceiveSide {
             }
             if ((flags & FrameHeader.CREDIT) != 0) {
                 creditFramesReceived++;
+            } else if ((flags & FrameHeader.PACKED) != 0) {
+                receivePacked(slotView, base, byteLength, flags);
             } else {
                 slotView.limit(base + byteLength).position(base + FrameHeader.LENGTH);
                 ByteBuffer frame = reassembler.accept(slotView, flags, FrameHeader.lengthOrOffset(slotView, base));
@@ -125,6 +132,23 @@ final class ReceiveSide {
             batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
                     + "): " + e.getMessage(), e);
         }
+    }
+
+    /** A SEND carrying several whole frames: all of it is validated against what arrived before any is delivered. */
+    private void receivePacked(ByteBuffer slotView, int base, int byteLength, int flags) throws FabricException {
+        if (flags != FrameHeader.PACKED) {
+            throw new FabricException(String.format("protocol error: packed SEND with flags 0x%02x (PACKED stands "
+                    + "alone)", flags));
+        }
+        if (reassembler.inProgress()) {
+            throw new FabricException("protocol error: a packed SEND arrived inside a fragmented frame");
+        }
+        int count = FrameHeader.lengthOrOffset(slotView, base);
+        int from = base + FrameHeader.LENGTH;
+        int to = base + byteLength;
+        PackedFrames.validate(slotView, from, to, count, maxFrameSize);
+        PackedFrames.forEach(slotView, from, to, count, packedSink);
+        slotView.clear();
     }
 
     private void deliver(ByteBuffer frame) {

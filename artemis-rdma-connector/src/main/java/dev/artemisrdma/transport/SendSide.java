@@ -6,8 +6,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The send side of one channel: the outbox of written frames, fragmentation into the peer's receive slots, the
- * send credits, the send ring and the posting of SEND work requests.
+ * The send side of one channel: the outbox of written frames, fragmentation into the peer's receive slots, packing
+ * of queued small frames into one SEND ({@link PackedFrames}), the send credits, the send ring and the posting of
+ * SEND work requests.
  *
  * <p>Threads: guarded by the channel's lock, always. Writers call in from their own threads, the completion loop
  * calls in (retirements, credits granted, credit frames) from {@link RdmaChannelImpl#endOfBatch}; both hold the lock,
@@ -29,6 +30,7 @@ final class SendSide {
 
     private QueuePair qp;
     private RegisteredMemory memory;
+    private BufferPool pool;
     private ByteBuffer headerView;
     private int headerBase;
     private long wrIdBase;
@@ -41,6 +43,7 @@ final class SendSide {
     // the peer's side of the handshake
     private int fragmentCapacity;
     private int peerMaxFrame;
+    private boolean packing;
 
     private volatile boolean writable = true;
     private boolean writableOwed;
@@ -57,6 +60,8 @@ final class SendSide {
     volatile long signaledSends;
     volatile long inlineSends;
     volatile long postCalls;
+    volatile long framesPacked;
+    volatile long packedSends;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -73,9 +78,11 @@ final class SendSide {
      * The queue pair exists: size the ring by the send budget it really got. Send headers live in {@code memory}
      * from {@code headerBase}, one {@link SendRing#HEADER_STRIDE} per ring slot.
      */
-    void attach(QueuePair queuePair, QueuePairCaps caps, RegisteredMemory memory, int headerBase, int channelIndex) {
+    void attach(QueuePair queuePair, QueuePairCaps caps, RegisteredMemory memory, int headerBase, int channelIndex,
+                BufferPool pool) {
         this.qp = queuePair;
         this.memory = memory;
+        this.pool = pool;
         this.headerView = memory.buffer().duplicate();
         this.headerBase = headerBase;
         this.wrIdBase = (long) channelIndex << 32;
@@ -94,6 +101,7 @@ final class SendSide {
     void peer(Handshake.Params peer) throws FabricException {
         fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
         peerMaxFrame = peer.maxFrameSize();
+        packing = peer.readsPacked();
         credits.limit(peer.initialCredits());
         credits.grant(peer.initialCredits());
     }
@@ -137,7 +145,9 @@ final class SendSide {
             }
             queueStalled = false;
             creditStalled = false;
-            addFragment(outbox.peek());
+            if (!addPacked()) {
+                addFragment(outbox.peek());
+            }
         }
         if (ring.free() > 0 && credits.creditFrameDue()) {
             addCreditFrame(0);
@@ -163,32 +173,105 @@ final class SendSide {
         int n = Math.min(frame.frameLength - offset, fragmentCapacity);
         boolean first = offset == 0;
         boolean last = offset + n == frame.frameLength;
-        boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
-        // an inline frame of one fragment is copied by postSend, so its buffer can go straight back afterwards;
-        // otherwise the last fragment's completion releases it (completions come in order)
-        boolean releaseAfterPost = inline && first && last;
-        int give = credits.spend();
-        int slot = ring.nextSlot();
-        boolean signal = ring.claim(releaseAfterPost || !last ? null : frame,
-                credits.sendCredits() == 0 || (last && frame.isDedicated()));
-        int header = headerBase + slot * SendRing.HEADER_STRIDE;
-        FrameHeader.write(headerView, header, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
-                give, first ? frame.frameLength : offset);
-        sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
-        if (n > 0) {
-            sendList.addSge(frame.address() + offset, n, frame.lkey());
-        }
-        countSend(signal, inline);
+        addDataSend(frame, offset, n, last, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
+                first ? frame.frameLength : offset);
         frame.sentOffset = offset + n;
         outbox.posted(n);
         if (last) {
             outbox.remove();
             framesSent++;
             bytesSent += frame.frameLength;
-            if (releaseAfterPost) {
-                inlineDone[inlineCount++] = frame;
+        }
+    }
+
+    /**
+     * Packs the small frames at the head of the outbox into one SEND, if at least two of them fit in the peer's
+     * slot: they queued (behind a credit wait, a full ring, or an unflushed write), so packing delays none of them,
+     * and a lone frame never gets here. A frame being fragmented, or too large to pack, ends the pack (order holds:
+     * it goes next, on its own). The frames are copied and released at once; the pack buffer goes back to the pool
+     * when its SEND completes, like any frame.
+     *
+     * @return false when nothing was packed (the head goes as usual)
+     */
+    private boolean addPacked() {
+        if (!packing) {
+            return false;
+        }
+        int count = 0;
+        int bytes = 0;
+        for (int i = 0; i < outbox.size(); i++) {
+            PooledBuffer f = outbox.get(i);
+            if (f.sentOffset != 0 || f.frameLength > PackedFrames.MAX_PACKED_FRAME
+                    || bytes + PackedFrames.entryLength(f.frameLength) > fragmentCapacity) {
+                break;
             }
+            bytes += PackedFrames.entryLength(f.frameLength);
+            count++;
+        }
+        if (count < 2) {
+            return false;
+        }
+        PooledBuffer pack = allocatePack(bytes);
+        if (pack == null) {
+            return false;
+        }
+        int at = 0;
+        for (int i = 0; i < count; i++) {
+            PooledBuffer f = outbox.remove();
+            at = PackedFrames.put(pack.buffer(), at, f.buffer(), f.frameLength);
+            outbox.posted(f.frameLength);
+            framesSent++;
+            bytesSent += f.frameLength;
+            f.releaseFromChannel(); // copied: no work request will ever point into it
+        }
+        pack.frameLength = bytes;
+        addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count);
+        framesPacked += count;
+        packedSends++;
+        return true;
+    }
+
+    /**
+     * A registered buffer for a pack, owned by the channel, or null when the pool cannot give one (then frames go
+     * one per SEND: packing is an optimisation, never a reason to fail). Slabs are registered rarely (pool growth).
+     */
+    private PooledBuffer allocatePack(int bytes) {
+        try {
+            PooledBuffer.Lease lease = pool.allocate(bytes);
+            if (!lease.transferToChannel()) {
+                lease.release();
+                return null;
+            }
+            PooledBuffer b = lease.pooled();
+            b.sentOffset = 0;
+            return b;
+        } catch (FabricException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /**
+     * One data SEND: bytes [offset, offset + n) of {@code buffer} behind a header of {@code flags} and
+     * {@code lengthOrOffset}. With {@code last} the buffer is done after this SEND: released when it completes
+     * (completions come in order), or right after the post when it went inline whole (postSend copied it).
+     */
+    private void addDataSend(PooledBuffer buffer, int offset, int n, boolean last, int flags, int lengthOrOffset) {
+        boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
+        boolean releaseAfterPost = inline && offset == 0 && last;
+        int give = credits.spend();
+        int slot = ring.nextSlot();
+        boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
+                credits.sendCredits() == 0 || (last && buffer.isDedicated()));
+        int header = headerBase + slot * SendRing.HEADER_STRIDE;
+        FrameHeader.write(headerView, header, flags, give, lengthOrOffset);
+        sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
+        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+        if (n > 0) {
+            sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+        }
+        countSend(signal, inline);
+        if (releaseAfterPost) {
+            inlineDone[inlineCount++] = buffer;
         }
     }
 

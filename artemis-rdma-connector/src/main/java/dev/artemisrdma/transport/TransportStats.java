@@ -15,11 +15,19 @@ package dev.artemisrdma.transport;
  * @param signaledSends       of those, how many asked for a completion
  * @param inlineSends         of those, how many went inline
  * @param postCalls           postSend calls (each posts a list)
+ * @param framesPacked        of the frames sent, how many went packed with others into one SEND
+ * @param packedSends         SENDs that carried packed frames (each several, on one credit)
  */
 public record TransportStats(long framesSent, long bytesSent, long framesReceived, long bytesReceived,
                              long creditFramesSent, long creditFramesReceived, long creditStalls,
                              long sendQueueStalls, long sendsPosted, long signaledSends, long inlineSends,
-                             long postCalls) {
+                             long postCalls, long framesPacked, long packedSends) {
+
+    /** Frames per data SEND (credit frames left out): above 1 when packing, below when fragmenting. */
+    public double framesPerDataSend() {
+        long dataSends = sendsPosted - creditFramesSent;
+        return dataSends == 0 ? 0 : (double) framesSent / dataSends;
+    }
 
     /** The counters of a channel made by {@link RdmaTransport}. */
     public static TransportStats of(RdmaChannel channel) {

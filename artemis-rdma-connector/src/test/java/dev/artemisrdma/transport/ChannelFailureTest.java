@@ -255,14 +255,18 @@ class ChannelFailureTest {
 
     @Test
     void sendsAreBatchedInlinedAndSignaledSelectively() throws Exception {
-        try (Connection c = new Connection(strict(), strict().toBuilder().receiveSlots(64).build())) {
+        TransportConfig wide = strict().toBuilder().receiveSlots(64).build();
+        try (Connection c = new Connection(wide, wide)) {
+            // four unflushed 40-byte frames pack into one SEND of 8 + 4 * 44 bytes, under maxInlineData (256); the
+            // 50 SENDs fit the 64-frame window, so no credit wait makes bigger packs
             for (int i = 0; i < 200; i++) {
-                c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 40)), i % 20 == 19);
+                c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 40)), i % 4 == 3);
             }
             Peers.await("frames", 5000, () -> c.serverSide.count() == 200);
             TransportStats s = TransportStats.of(c.client);
             assertEquals(200, s.framesSent());
-            assertEquals(s.sendsPosted(), s.inlineSends(), "48-byte sends go inline");
+            assertEquals(50, s.packedSends(), s.toString());
+            assertEquals(s.sendsPosted(), s.inlineSends(), "184-byte sends go inline");
             assertTrue(s.signaledSends() < s.sendsPosted(), s.toString());
             assertTrue(s.postCalls() < 200, "posted in lists: " + s);
         }

@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -20,6 +21,44 @@ class CodecTest {
         // rdma_cm pads private data with zeros: still decodes
         byte[] padded = java.util.Arrays.copyOf(connect, 56);
         assertEquals(p, Handshake.decodeConnect(padded));
+    }
+
+    @Test
+    void featuresAreNegotiatedInTheFormerlyReservedWord() throws Exception {
+        Handshake.Params packing = new Handshake.Params(16384, 65, 64 << 20, Handshake.FEATURE_PACKED);
+        assertTrue(Handshake.decodeAccept(Handshake.encodeAccept(packing)).readsPacked());
+        // a peer from before packing wrote 0 at offset 20 (and rdma_cm pads with zeros): it reads no packed SENDs
+        byte[] old = Handshake.encodeConnect(new Handshake.Params(16384, 65, 64 << 20));
+        assertEquals(0, ByteBuffer.wrap(old).getInt(20));
+        assertFalse(Handshake.decodeConnect(old).readsPacked());
+        // bits this side does not know (a newer peer's features) are ignored, not refused
+        byte[] newer = Handshake.encodeConnect(packing);
+        ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFF);
+        assertEquals(Handshake.FEATURE_PACKED, Handshake.decodeConnect(newer).features());
+        ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFE);
+        assertFalse(Handshake.decodeConnect(newer).readsPacked());
+    }
+
+    @Test
+    void packedPayloadsAreValidatedBeforeAnyFrameIsDelivered() throws Exception {
+        ByteBuffer b = ByteBuffer.allocate(64);
+        int end = PackedFrames.put(b, 0, ByteBuffer.wrap(new byte[] {1, 2, 3}), 3);
+        end = PackedFrames.put(b, end, ByteBuffer.wrap(new byte[0]), 0);
+        end = PackedFrames.put(b, end, ByteBuffer.wrap(new byte[] {9}), 1);
+        assertEquals(3 * PackedFrames.ENTRY_HEADER + 4, end);
+        PackedFrames.validate(b, 0, end, 3, 16);
+        java.util.List<Integer> seen = new java.util.ArrayList<>();
+        PackedFrames.forEach(b, 0, end, 3, f -> {
+            seen.add(f.remaining());
+            f.position(f.limit()).limit(0); // a sink that consumes and narrows the view cannot derail the next frame
+        });
+        assertEquals(java.util.List.of(3, 0, 1), seen);
+        int last = end;
+        assertThrows(FabricException.class, () -> PackedFrames.validate(b, 0, last, 4, 16), "more frames than held");
+        assertThrows(FabricException.class, () -> PackedFrames.validate(b, 0, last, 2, 16), "bytes after the last");
+        assertThrows(FabricException.class, () -> PackedFrames.validate(b, 0, last, 3, 2), "beyond the maximum frame");
+        assertThrows(FabricException.class, () -> PackedFrames.validate(b, 0, last - 1, 3, 16), "past the SEND");
+        assertThrows(FabricException.class, () -> PackedFrames.validate(b, 0, last, 0, 16), "no frames");
     }
 
     @Test

@@ -9,6 +9,9 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -22,6 +25,17 @@ import org.junit.jupiter.params.provider.ValueSource;
 class RandomisedTrafficTest {
 
     private static final long BASE_SEED = Long.getLong("transport.seed", System.nanoTime());
+    private static final int SCENARIOS = 12;
+    /** Across scenarios: the traffic must have gone packed too, or this test no longer covers packing. */
+    private static final AtomicLong FRAMES_PACKED = new AtomicLong();
+    private static final AtomicInteger SCENARIOS_PASSED = new AtomicInteger();
+
+    @AfterAll
+    static void packingWasExercised() {
+        if (SCENARIOS_PASSED.get() == SCENARIOS) { // a single scenario rerun by seed may well not pack
+            assertTrue(FRAMES_PACKED.get() > 0, "no scenario sent a packed SEND");
+        }
+    }
 
     @ParameterizedTest(name = "scenario {0}")
     @ValueSource(ints = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
@@ -29,6 +43,7 @@ class RandomisedTrafficTest {
         long seed = BASE_SEED + scenario * 0x9E3779B97F4A7C15L;
         try {
             run(seed, scenario);
+            SCENARIOS_PASSED.incrementAndGet();
         } catch (Throwable t) {
             throw new AssertionError("scenario " + scenario + " failed with -Dtransport.seed=" + BASE_SEED
                     + " (scenario seed " + seed + "): " + t, t);
@@ -130,6 +145,7 @@ class RandomisedTrafficTest {
             c.fabric.assertNoViolations();
             TransportStats stats = TransportStats.of(c.client);
             assertEquals(toServer.length, stats.framesSent());
+            FRAMES_PACKED.addAndGet(stats.framesPacked() + TransportStats.of(c.serverChannel).framesPacked());
             assertEquals(toServer.length, TransportStats.of(c.serverChannel).framesReceived());
             if (a.sawUnwritable > 0) {
                 Peers.await("onWritable", 5000, () -> c.clientSide.writableEvents.get() > 0);
