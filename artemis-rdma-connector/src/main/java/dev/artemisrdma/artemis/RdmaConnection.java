@@ -6,10 +6,10 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.locks.LockSupport;
 
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
@@ -45,6 +45,8 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final int LENGTH_FIELD = 4;
+    static final long RESUME_RECHECK_MILLIS = 50;
+    private static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
 
     private final Map<String, Object> endpointParams;
     private final BufferHandler handler;
@@ -54,12 +56,18 @@ final class RdmaConnection implements Connection, ChannelHandler {
     private final boolean directDeliver;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final List<ReadyListener> readyListeners = new ArrayList<>();
+    private final Object writableSignal = new Object();
+    /** The channel's completion loop thread, learned from its callbacks (they all come from it). */
+    private volatile Thread loopThread;
+    /** Changes with every packet written (not an exact count: writers may race); read by the ready re-check. */
+    private volatile long writes;
     private volatile RdmaChannel channel;
     private volatile RemotingConnection protocolConnection;
 
     /**
      * @param endpointParams   parameters of the endpoint that made the connection; what a client needs to come back
-     * @param listenerExecutor where a lost peer is reported, off the transport's completion thread
+     * @param listenerExecutor where a lost peer is reported and ready listeners are called, off the transport's
+     *                         completion thread
      * @param batchDelay       &gt; 0: batched writes wait for {@link #checkFlushBatchBuffer} (scheduled by the owner)
      */
     RdmaConnection(Map<String, ?> endpointParams, BufferHandler handler, BaseConnectionLifeCycleListener<?> listener,
@@ -86,6 +94,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     @Override
     public void onFrame(RdmaChannel ch, ByteBuffer frame) {
+        loopThread = Thread.currentThread();
         int size = frame.remaining();
         ByteBuf packet = Unpooled.wrappedBuffer(frame); // no copy: capacity == size, index 0 == length field
         try {
@@ -119,6 +128,10 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     @Override
     public void onWritable(RdmaChannel ch) {
+        loopThread = Thread.currentThread();
+        synchronized (writableSignal) {
+            writableSignal.notifyAll();
+        }
         fireReady(true);
         listener.connectionReadyForWrites(ch.id(), true);
     }
@@ -177,6 +190,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     /** Sends one whole packet and releases its buffer (the transport owns it from here, as with Netty). */
     private void send(ActiveMQBuffer buffer, boolean post) {
+        writes++;
         ByteBuf bytes = buffer.byteBuf();
         RdmaChannel ch = channel;
         try {
@@ -222,6 +236,22 @@ final class RdmaConnection implements Connection, ChannelHandler {
     }
 
     // ---- back-pressure ----
+    //
+    // Artemis's replication (ReplicationManager) drives the primary's end of this connection from its own ordered
+    // executor: "while (blockUntilWritable(0)) send", then "if (!isWritable(onResume)) awaitingResume = true", with
+    // plain (non-volatile) flags, and it expects onResume to come later, once, from elsewhere. Over Netty, later means
+    // on the event loop, after the flusher returned. Here the contract is:
+    // - isWritable(listener) never calls the listener itself. It returns true, or registers the listener and returns
+    //   false, and then the listener is called exactly once after the channel turned writable again: the check and
+    //   the registration happen under the lock that the writability notification takes to collect the listeners.
+    // - Listeners are called off the completion loop (which must keep polling) and never while the registering call
+    //   is still inside isWritable.
+    // - A flusher may still be a few instructions from setting its "awaiting" flag when the callback runs; a
+    //   listener that was called, neither registered again nor followed by a write within RESUME_RECHECK_MILLIS
+    //   while the channel is writable is called once more. A spurious call is harmless (the flusher finds nothing
+    //   to do); a lost one would stall replication for good.
+    // - blockUntilWritable waits on a signal, not a spin, and never on the completion loop thread: that thread is
+    //   the only one that can make the channel writable, so there it just answers.
 
     @Override
     public boolean isWritable(ReadyListener readyListener) {
@@ -229,16 +259,17 @@ final class RdmaConnection implements Connection, ChannelHandler {
             return true;
         }
         synchronized (readyListeners) {
+            if (channel.isWritable()) {
+                return true;
+            }
             if (!readyListeners.contains(readyListener)) {
                 readyListeners.add(readyListener);
             }
+            return false;
         }
-        if (channel.isWritable()) { // became writable while registering: onWritable may have run already
-            fireReady(true);
-        }
-        return false;
     }
 
+    /** Calls the registered ready listeners, off the calling thread; {@code false} is ignored, as by Netty. */
     @Override
     public void fireReady(boolean ready) {
         if (!ready) {
@@ -252,6 +283,11 @@ final class RdmaConnection implements Connection, ChannelHandler {
             toCall = new ArrayList<>(readyListeners);
             readyListeners.clear();
         }
+        long writesBefore = writes;
+        listenerExecutor.execute(() -> callReady(toCall, writesBefore, true));
+    }
+
+    private void callReady(List<ReadyListener> toCall, long writesBefore, boolean recheck) {
         for (ReadyListener readyListener : toCall) {
             try {
                 readyListener.readyForWriting();
@@ -259,19 +295,51 @@ final class RdmaConnection implements Connection, ChannelHandler {
                 logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
             }
         }
+        if (recheck) {
+            CompletableFuture.delayedExecutor(RESUME_RECHECK_MILLIS, TimeUnit.MILLISECONDS, listenerExecutor)
+                    .execute(() -> recallIfStalled(toCall, writesBefore));
+        }
+    }
+
+    /** Calls again the listeners that look stalled: no write since, not registered again, channel writable. */
+    private void recallIfStalled(List<ReadyListener> called, long writesBefore) {
+        if (writes != writesBefore || closed.get() || !channel.isWritable()) {
+            return;
+        }
+        List<ReadyListener> stalled = new ArrayList<>(called);
+        synchronized (readyListeners) {
+            stalled.removeAll(readyListeners);
+        }
+        if (!stalled.isEmpty()) {
+            callReady(stalled, writesBefore, false);
+        }
     }
 
     @Override
     public boolean blockUntilWritable(long timeout, TimeUnit timeUnit) {
+        if (Thread.currentThread() == loopThread) {
+            return channel.isWritable();
+        }
         long deadline = System.nanoTime() + timeUnit.toNanos(timeout);
         while (!channel.isWritable()) {
             if (!channel.isOpen()) {
                 throw new IllegalStateException("RDMA connection " + getID() + " closed or disconnected");
             }
-            if (System.nanoTime() - deadline >= 0) {
+            long remaining = deadline - System.nanoTime();
+            if (remaining <= 0) {
                 return false;
             }
-            LockSupport.parkNanos(100_000L);
+            try {
+                synchronized (writableSignal) {
+                    if (!channel.isWritable() && channel.isOpen()) {
+                        // bounded: a close is not signalled
+                        TimeUnit.NANOSECONDS.timedWait(writableSignal, Math.min(remaining, MAX_WAIT_NANOS));
+                    }
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return channel.isWritable();
+            }
         }
         return true;
     }
