@@ -6,7 +6,6 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -45,8 +44,9 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final int LENGTH_FIELD = 4;
-    static final long RESUME_RECHECK_MILLIS = 50;
-    private static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    /** Longest single wait for writability; a close is not signalled, so waits are bounded and repeated. */
+    private static final long RESUME_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    private static final String REPLICATION_MANAGER = "org.apache.activemq.artemis.core.replication.ReplicationManager";
 
     private final Map<String, Object> endpointParams;
     private final BufferHandler handler;
@@ -59,8 +59,6 @@ final class RdmaConnection implements Connection, ChannelHandler {
     private final Object writableSignal = new Object();
     /** The channel's completion loop thread, learned from its callbacks (they all come from it). */
     private volatile Thread loopThread;
-    /** Changes with every packet written (not an exact count: writers may race); read by the ready re-check. */
-    private volatile long writes;
     private volatile RdmaChannel channel;
     private volatile RemotingConnection protocolConnection;
 
@@ -190,7 +188,6 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     /** Sends one whole packet and releases its buffer (the transport owns it from here, as with Netty). */
     private void send(ActiveMQBuffer buffer, boolean post) {
-        writes++;
         ByteBuf bytes = buffer.byteBuf();
         RdmaChannel ch = channel;
         try {
@@ -237,25 +234,30 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     // ---- back-pressure ----
     //
-    // Artemis's replication (ReplicationManager) drives the primary's end of this connection from its own ordered
-    // executor: "while (blockUntilWritable(0)) send", then "if (!isWritable(onResume)) awaitingResume = true", with
-    // plain (non-volatile) flags, and it expects onResume to come later, once, from elsewhere. Over Netty, later means
-    // on the event loop, after the flusher returned. Here the contract is:
-    // - isWritable(listener) never calls the listener itself. It returns true, or registers the listener and returns
-    //   false, and then the listener is called exactly once after the channel turned writable again: the check and
-    //   the registration happen under the lock that the writability notification takes to collect the listeners.
-    // - Listeners are called off the completion loop (which must keep polling) and never while the registering call
-    //   is still inside isWritable.
-    // - A flusher may still be a few instructions from setting its "awaiting" flag when the callback runs; a
-    //   listener that was called, neither registered again nor followed by a write within RESUME_RECHECK_MILLIS
-    //   while the channel is writable is called once more. A spurious call is harmless (the flusher finds nothing
-    //   to do); a lost one would stall replication for good.
-    // - blockUntilWritable waits on a signal, not a spin, and never on the completion loop thread: that thread is
-    //   the only one that can make the channel writable, so there it just answers.
+    // The contract for isWritable(listener): it answers true, or it registers the listener and answers false, and
+    // then the listener is called once, later, off the completion loop (which must keep polling), after the channel
+    // turned writable again. It never calls the listener itself: the check and the registration happen under the
+    // lock the writability notification takes to collect the listeners, so no notification falls in between.
+    //
+    // One caller cannot live with a callback from another thread: Artemis's ReplicationManager drives the primary's
+    // end of a replication connection from its own ordered executor ("while (blockUntilWritable(0)) send", then
+    // "if (!isWritable(onResume)) awaitingResume = true") with plain, non-volatile flags and a single-consumer
+    // queue, and assumes onResume runs on that executor, as Netty's event loop guarantees. Called from here it runs
+    // beside a flusher that the next replicated packet starts on the executor, and the two lose the resume between
+    // them: replication stalls until the initial sync times out (seen on FakeFabric with a 64 KiB high-water mark).
+    // So that listener is never registered: isWritable waits in place (on a signal, bounded) and answers true, and
+    // the manager re-submits its flusher to its own executor, which sends again once the channel drained.
+    //
+    // blockUntilWritable waits on the same signal, never spins, and never waits on the completion loop thread: that
+    // thread is the only one that can make the channel writable, so there it just answers.
 
     @Override
     public boolean isWritable(ReadyListener readyListener) {
         if (channel.isWritable()) {
+            return true;
+        }
+        if (needsItsOwnThread(readyListener)) {
+            awaitWritable(RESUME_WAIT_NANOS);
             return true;
         }
         synchronized (readyListeners) {
@@ -267,6 +269,11 @@ final class RdmaConnection implements Connection, ChannelHandler {
             }
             return false;
         }
+    }
+
+    /** Listeners of Artemis's replication, which must run on the replication executor (see above). */
+    static boolean needsItsOwnThread(ReadyListener readyListener) {
+        return readyListener.getClass().getName().startsWith(REPLICATION_MANAGER);
     }
 
     /** Calls the registered ready listeners, off the calling thread; {@code false} is ignored, as by Netty. */
@@ -283,35 +290,30 @@ final class RdmaConnection implements Connection, ChannelHandler {
             toCall = new ArrayList<>(readyListeners);
             readyListeners.clear();
         }
-        long writesBefore = writes;
-        listenerExecutor.execute(() -> callReady(toCall, writesBefore, true));
-    }
-
-    private void callReady(List<ReadyListener> toCall, long writesBefore, boolean recheck) {
-        for (ReadyListener readyListener : toCall) {
-            try {
-                readyListener.readyForWriting();
-            } catch (Throwable t) {
-                logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
+        listenerExecutor.execute(() -> {
+            for (ReadyListener readyListener : toCall) {
+                try {
+                    readyListener.readyForWriting();
+                } catch (Throwable t) {
+                    logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
+                }
             }
-        }
-        if (recheck) {
-            CompletableFuture.delayedExecutor(RESUME_RECHECK_MILLIS, TimeUnit.MILLISECONDS, listenerExecutor)
-                    .execute(() -> recallIfStalled(toCall, writesBefore));
-        }
+        });
     }
 
-    /** Calls again the listeners that look stalled: no write since, not registered again, channel writable. */
-    private void recallIfStalled(List<ReadyListener> called, long writesBefore) {
-        if (writes != writesBefore || closed.get() || !channel.isWritable()) {
+    /** Waits until the channel is writable, closed, or {@code nanos} passed; the caller looks again. */
+    private void awaitWritable(long nanos) {
+        if (Thread.currentThread() == loopThread) {
             return;
         }
-        List<ReadyListener> stalled = new ArrayList<>(called);
-        synchronized (readyListeners) {
-            stalled.removeAll(readyListeners);
-        }
-        if (!stalled.isEmpty()) {
-            callReady(stalled, writesBefore, false);
+        try {
+            synchronized (writableSignal) {
+                if (!channel.isWritable() && channel.isOpen()) {
+                    TimeUnit.NANOSECONDS.timedWait(writableSignal, nanos); // bounded: a close is not signalled
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -329,15 +331,8 @@ final class RdmaConnection implements Connection, ChannelHandler {
             if (remaining <= 0) {
                 return false;
             }
-            try {
-                synchronized (writableSignal) {
-                    if (!channel.isWritable() && channel.isOpen()) {
-                        // bounded: a close is not signalled
-                        TimeUnit.NANOSECONDS.timedWait(writableSignal, Math.min(remaining, MAX_WAIT_NANOS));
-                    }
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+            awaitWritable(Math.min(remaining, RESUME_WAIT_NANOS));
+            if (Thread.currentThread().isInterrupted()) {
                 return channel.isWritable();
             }
         }
