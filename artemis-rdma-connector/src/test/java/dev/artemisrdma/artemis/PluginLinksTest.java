@@ -216,4 +216,18 @@ class PluginLinksTest {
         assertTrue(refusal(null, "").contains("name nothing"));
         assertNull(registry.getAcceptorFactory("rdma", null));
     }
+
+    @Test
+    void connectorsAreEquivalentWhenTheirHostsResolveToTheSameAddress() {
+        assertTrue(RdmaParameters.sameEndpoint(Map.of("host", "localhost", "port", 61700),
+                Map.of("host", "127.0.0.1", "port", "61700")), "a name and its address");
+        assertTrue(!RdmaParameters.sameEndpoint(Map.of("host", "10.77.0.1", "port", 61700),
+                Map.of("host", "10.77.0.2", "port", 61700)), "two addresses");
+        assertTrue(!RdmaParameters.sameEndpoint(Map.of("host", "localhost", "port", 61700),
+                Map.of("host", "localhost", "port", 61701)), "two ports");
+        assertTrue(RdmaParameters.sameEndpoint(Map.of("host", "no-such-host.invalid", "port", 1),
+                Map.of("host", "no-such-host.invalid", "port", 1)), "an unresolvable host equals its own spelling");
+        assertTrue(!RdmaParameters.sameEndpoint(Map.of("host", "no-such-host.invalid", "port", 1),
+                Map.of("host", "other-host.invalid", "port", 1)));
+    }
 }
