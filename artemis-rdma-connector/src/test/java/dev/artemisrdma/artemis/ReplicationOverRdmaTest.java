@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
+import java.util.Hashtable;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -21,6 +22,8 @@ import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
 import jakarta.jms.Session;
 import jakarta.jms.TransactionRolledBackException;
+import javax.naming.Context;
+import javax.naming.InitialContext;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.core.client.FailoverEventType;
 import org.apache.activemq.artemis.core.config.Configuration;
@@ -35,8 +38,9 @@ import org.junit.jupiter.api.io.TempDir;
  * A primary and its backup from {@code config/pairs/primary.xml} and {@code backup.xml} in one JVM, on the in-memory
  * fabric, the primary's acceptor with a 64 KiB {@code writeHighWaterMark} so that replication runs into
  * back-pressure all the time: the initial sync (journal, large messages, a paged address) and live replication go
- * over RDMA, the client learns the backup's RDMA connector from the topology and fails over to it when the primary
- * dies, and every committed message is there exactly once.
+ * over RDMA, a client whose connection factory comes from JNDI ({@code rdma://P?ha=true&reconnectAttempts=-1#rdma://B})
+ * learns the backup's RDMA connector from the topology and fails over to it when the primary dies, and every
+ * committed message is there exactly once.
  */
 class ReplicationOverRdmaTest {
 
@@ -68,8 +72,12 @@ class ReplicationOverRdmaTest {
     void backupSyncsOverRdmaAndTheClientFailsOverToItsRdmaConnector() throws Exception {
         EmbeddedBroker primary = node("primary.xml", PRIMARY, BACKUP);
         EmbeddedBroker backup = null;
-        try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + HOST + ":" + PRIMARY
+        Hashtable<String, Object> jndi = new Hashtable<>(); // as an unchanged JMS application gets it
+        jndi.put(Context.INITIAL_CONTEXT_FACTORY, RdmaInitialContextFactory.class.getName());
+        jndi.put("connectionFactory.ha", "rdma://" + HOST + ":" + PRIMARY
                 + "?ha=true&reconnectAttempts=-1&retryInterval=100#rdma://" + HOST + ":" + BACKUP);
+        InitialContext context = new InitialContext(jndi);
+        try (ActiveMQConnectionFactory cf = (ActiveMQConnectionFactory) context.lookup("ha");
              Connection connection = cf.createConnection()) {
             CountDownLatch failedOver = new CountDownLatch(1);
             ((ActiveMQConnection) connection).setFailoverListener(event -> {
@@ -103,6 +111,7 @@ class ReplicationOverRdmaTest {
             assertEquals(expected(503), receiveAll(session, plain), "plain queue after failover");
             assertEquals(expected(100), receiveAll(session, paged), "paged queue after failover");
         } finally {
+            context.close();
             if (backup != null) {
                 backup.close();
             }
