@@ -230,4 +230,27 @@ class PluginLinksTest {
         assertTrue(!RdmaParameters.sameEndpoint(Map.of("host", "no-such-host.invalid", "port", 1),
                 Map.of("host", "other-host.invalid", "port", 1)));
     }
+
+    /** Every ready configuration of config/pairs parses (schema-checked) and puts all its links on RDMA. */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"cluster.xml", "primary.xml", "backup.xml",
+            "bridge-source.xml", "bridge-target.xml"})
+    void readyConfigurationsPutEveryLinkOnRdma(String file) throws Exception {
+        Configuration parsed = EmbeddedBroker.read("pairs/" + file, Map.of());
+        ActiveMQServer server = (ActiveMQServer) Proxy.newProxyInstance(ActiveMQServer.class.getClassLoader(),
+                new Class<?>[] {ActiveMQServer.class}, (proxy, method, args) -> switch (method.getName()) {
+                    case "getConfiguration" -> parsed;
+                    case "getServiceRegistry" -> registry;
+                    default -> throw new UnsupportedOperationException(method.getName());
+                });
+        assertEquals(1, parsed.getBrokerPlugins().size(), file);
+        ((RdmaAcceptorPlugin) parsed.getBrokerPlugins().get(0)).registered(server);
+        parsed.getConnectorConfigurations().forEach((name, connector) ->
+                assertEquals(RDMA_CONNECTOR, connector.getFactoryClassName(), file + ": connector " + name));
+        assertInstanceOf(RdmaAcceptorFactory.class, registry.getAcceptorFactory("rdma", null), file);
+        if (!parsed.getClusterConfigurations().isEmpty()) {
+            assertEquals(parsed.getClusterConfigurations().get(0).getName(), parsed.getAcceptorConfigurations()
+                    .iterator().next().getParams().get(RdmaParameters.CLUSTER_CONNECTION), file);
+        }
+    }
 }
