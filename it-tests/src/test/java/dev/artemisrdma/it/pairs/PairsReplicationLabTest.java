@@ -15,6 +15,7 @@ import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -24,12 +25,15 @@ import dev.artemisrdma.it.RdmaResources;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
+import jakarta.jms.JMSException;
 import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
 import jakarta.jms.Session;
 import jakarta.jms.TransactionRolledBackException;
+import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.api.core.ActiveMQExceptionType;
 import org.apache.activemq.artemis.api.core.client.FailoverEventType;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnection;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
@@ -41,8 +45,8 @@ import org.junit.jupiter.api.Timeout;
  * RDMA: the backup's initial sync (durable messages, large messages, a paged address) and live replication run on
  * the primary's RDMA acceptor; the primary is SIGKILLed while a transacted producer is sending; the backup becomes
  * active and the {@code ha=true} client fails over to the backup's RDMA connector, which it learned from the topology,
- * with no exception reaching the application but rolled-back transactions, which it sends again (duplicate
- * detection makes that safe); every committed message is there once. Then the primary comes back, takes over again
+ * with no exception reaching the application but rolled-back transactions and commits whose outcome the failover
+ * left unknown, which it sends again (duplicate detection makes that safe); every committed message is there once. Then the primary comes back, takes over again
  * (failback), and the client is back on it. The same kill runs over Netty TCP in the same lab boot for comparison;
  * both failover times are printed. Counts: {@code -Dpairs.replication.messages} (CI 2,000), {@code .large} (CI 4)
  * of {@code .largeBytes} (CI 1 MiB); it-tests/bench/pairs-bench runs the issue's 20,000 and 20 x 10 MiB.
@@ -55,6 +59,8 @@ class PairsReplicationLabTest {
     private static final int LARGE_BYTES = Integer.getInteger("pairs.replication.largeBytes", 1 << 20);
     private static final int PAGED = 300; // 8 KiB each: 2.4 MB through a 1 MiB address
     private static final String DUPLICATE_ID = "_AMQ_DUPL_ID";
+    private static final AtomicInteger ROLLED_BACK = new AtomicInteger();
+    private static final AtomicInteger OUTCOME_UNKNOWN = new AtomicInteger();
 
     @Test
     void replicationAndFailoverOverRdmaNextToTcp() throws Exception {
@@ -145,8 +151,9 @@ class PairsReplicationLabTest {
             assertTrue(failedOver.await(60, TimeUnit.SECONDS), "the client did not fail over: " + events);
             long failoverMillis = TimeUnit.NANOSECONDS.toMillis(failedOverAt.get() - killedAt);
             backup.await("the backup active", r -> r.get("active").equals("true"), 60);
-            System.out.printf("[%s] FAILOVER: client without a broker for %d ms after the SIGKILL (events %s)%n",
-                    scheme, failoverMillis, events);
+            System.out.printf("[%s] FAILOVER: client without a broker for %d ms after the SIGKILL (events %s,"
+                    + " transactions rolled back %d, outcome unknown %d, both sent again)%n", scheme, failoverMillis,
+                    events, ROLLED_BACK.get(), OUTCOME_UNKNOWN.get());
             Thread.sleep(2_000);
             producing.set(false);
             producer.join(60_000);
@@ -193,7 +200,15 @@ class PairsReplicationLabTest {
                     session.commit();
                     break;
                 } catch (TransactionRolledBackException e) {
-                    // rolled back by the failover: send the batch again
+                    ROLLED_BACK.incrementAndGet(); // rolled back by the failover: send the batch again
+                } catch (JMSException e) {
+                    if (!(e.getCause() instanceof ActiveMQException cause)
+                            || cause.getType() != ActiveMQExceptionType.TRANSACTION_OUTCOME_UNKNOWN) {
+                        throw e;
+                    }
+                    // the commit was in flight when the primary died: it may or may not have happened, so the
+                    // batch goes again, and duplicate detection drops it if the backup has it already
+                    OUTCOME_UNKNOWN.incrementAndGet();
                 }
             }
             for (int i = start; i < end; i++) {
