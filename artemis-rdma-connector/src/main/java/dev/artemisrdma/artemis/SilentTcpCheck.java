@@ -10,6 +10,7 @@ import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.core.config.BridgeConfiguration;
 import org.apache.activemq.artemis.core.config.ClusterConnectionConfiguration;
 import org.apache.activemq.artemis.core.config.Configuration;
+import org.apache.activemq.artemis.core.config.ha.ReplicatedPolicyConfiguration;
 
 /**
  * Refuses broker configurations in which a link the operator put on RDMA would quietly run over Netty TCP, or not
@@ -43,6 +44,24 @@ final class SilentTcpCheck {
                         + " broker plugin runs, so it would never accept the RDMA peers; switch the connectors with"
                         + " broker properties instead (connectorConfigurations.NAME.factoryClassName="
                         + RdmaConnectorFactory.class.getName() + ") or drop allow-direct-connections-only");
+            }
+        }
+        if (config.getHAPolicyConfiguration() instanceof ReplicatedPolicyConfiguration primary
+                && primary.isCheckForActiveServer()) {
+            for (ClusterConnectionConfiguration cluster : config.getClusterConfigurations()) {
+                if (primary.getClusterName() != null && !primary.getClusterName().equals(cluster.getName())) {
+                    continue;
+                }
+                List<String> names = new ArrayList<>(orEmpty(cluster.getStaticConnectors()));
+                names.add(cluster.getConnectorName());
+                if (names.stream().anyMatch(switchedByPlugin::contains)) {
+                    refuse("the replication primary's <check-for-active-server> asks cluster connection '"
+                            + cluster.getName() + "' whether its backup is active before any broker plugin runs,"
+                            + " so it would ask over Netty TCP, find nothing and go active beside its backup (split"
+                            + " brain after a failover); switch connectors " + names + " with broker properties"
+                            + " (connectorConfigurations.NAME.factoryClassName=" + RdmaConnectorFactory.class.getName()
+                            + ") instead of the plugin's 'connectors'");
+                }
             }
         }
         for (BridgeConfiguration bridge : config.getBridgeConfigurations()) {

@@ -175,6 +175,17 @@ class PluginLinksTest {
     }
 
     @Test
+    void checkForActiveServerIsRefusedForPluginSwitchedConnectors() throws Exception {
+        connector("self", "tcp://10.0.0.1:61700");
+        connector("peer", "tcp://10.0.0.2:61700");
+        cluster("ha", "self", "peer");
+        config.setHAPolicyConfiguration(new org.apache.activemq.artemis.core.config.ha.ReplicatedPolicyConfiguration()
+                .setCheckForActiveServer(true));
+        String why = refusal(null, "self,peer");
+        assertTrue(why.contains("check-for-active-server") && why.contains("connectorConfigurations."), why);
+    }
+
+    @Test
     void acceptorOfAClusterAnnouncingTcpIsRefused() throws Exception {
         connector("self", "tcp://10.0.0.1:61616");
         connector("peer", "tcp://10.0.0.2:61616");
@@ -237,6 +248,10 @@ class PluginLinksTest {
             "bridge-source.xml", "bridge-target.xml"})
     void readyConfigurationsPutEveryLinkOnRdma(String file) throws Exception {
         Configuration parsed = EmbeddedBroker.read("pairs/" + file, Map.of());
+        if (file.equals("primary.xml") || file.equals("backup.xml")) { // as the broker applies it, before plugins
+            ((org.apache.activemq.artemis.core.config.impl.ConfigurationImpl) parsed).parseProperties(
+                    EmbeddedBroker.configDir().resolve("pairs/replication.properties").toString());
+        }
         ActiveMQServer server = (ActiveMQServer) Proxy.newProxyInstance(ActiveMQServer.class.getClassLoader(),
                 new Class<?>[] {ActiveMQServer.class}, (proxy, method, args) -> switch (method.getName()) {
                     case "getConfiguration" -> parsed;

@@ -65,7 +65,8 @@ class ReplicationOverRdmaTest {
         for (TransportConfiguration acceptor : config.getAcceptorConfigurations()) {
             acceptor.getExtraParams().put("writeHighWaterMark", "64k");
         }
-        return EmbeddedBroker.start(config, null);
+        return EmbeddedBroker.start(config, EmbeddedBroker.configDir().resolve("pairs/replication.properties")
+                .toString());
     }
 
     @Test

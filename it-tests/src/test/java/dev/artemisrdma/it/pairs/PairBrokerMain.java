@@ -16,8 +16,9 @@ import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager
 
 /**
  * One broker of a pair, from a file of {@code config/pairs/}, in a process of its own so that a test can SIGKILL it.
- * Arguments: {@code FILE DATA_DIR [tcp] [NAME=VALUE...]}: the values feed the file's {@code ${NAME}} substitutions;
- * {@code tcp} drops the broker plugins, so every link stays on Netty TCP (the comparison runs). Prints
+ * Arguments: {@code FILE DATA_DIR [tcp] [properties=FILE] [NAME=VALUE...]}: the values feed the file's
+ * {@code ${NAME}} substitutions; {@code properties=} applies broker properties; {@code tcp} drops the broker plugins
+ * and the properties, so every link stays on Netty TCP (the comparison runs). Prints
  * {@value #READY} once started (active or, for a backup, waiting for its primary), then answers commands on stdin:
  * {@code report} prints {@value #REPORT} and a {@link LinkReport} line; {@code stop} stops the broker and exits.
  */
@@ -25,6 +26,8 @@ public final class PairBrokerMain {
 
     public static final String READY = "PAIR BROKER READY";
     public static final String REPORT = "PAIR REPORT ";
+    /** Argument prefix naming a broker.properties file of {@code config/pairs/} to apply (not with {@code tcp}). */
+    public static final String PROPERTIES = "properties=";
 
     private PairBrokerMain() {
     }
@@ -33,9 +36,12 @@ public final class PairBrokerMain {
         String file = args[0];
         Path data = Path.of(args[1]);
         boolean tcp = false;
+        String brokerProperties = null;
         for (int i = 2; i < args.length; i++) {
             if (args[i].equals("tcp")) {
                 tcp = true;
+            } else if (args[i].startsWith(PROPERTIES)) {
+                brokerProperties = args[i].substring(PROPERTIES.length());
             } else {
                 int eq = args[i].indexOf('=');
                 System.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
@@ -51,6 +57,9 @@ public final class PairBrokerMain {
             new ArrayList<>(config.getBrokerPlugins()).forEach(config::unRegisterBrokerPlugin);
         }
         ActiveMQServer server = new ActiveMQServerImpl(config, new ActiveMQJAASSecurityManager());
+        if (brokerProperties != null && !tcp) {
+            server.setProperties(LabBroker.configDir().resolve("pairs").resolve(brokerProperties).toString());
+        }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(server)));
         server.start();
         System.out.println(READY);

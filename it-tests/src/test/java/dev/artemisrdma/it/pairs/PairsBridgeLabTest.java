@@ -42,7 +42,7 @@ class PairsBridgeLabTest {
 
     @Test
     void bridgeReconnectsOverRdmaAfterItsTargetWasKilled() throws Exception {
-        RdmaResources baseline = RdmaResources.afterWarmUp();
+        RdmaResources baseline = PairsLab.baseline();
         int portA = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-bridge");
@@ -110,7 +110,6 @@ class PairsBridgeLabTest {
             assertEquals("target:RdmaConnectorFactory", sourceReport.get("connectors"));
             assertEquals("0", sourceReport.get("inboundOther"));
         }
-        RdmaResources after = RdmaResources.awaitEqual(baseline, 30_000);
-        assertEquals(baseline, after, "RDMA resources left behind by the brokers");
+        PairsLab.assertResourcesBack(baseline);
     }
 }

@@ -41,7 +41,7 @@ class PairsClusterLabTest {
 
     @Test
     void clusterConnectionRunsOverRdmaAndRedistributes() throws Exception {
-        RdmaResources baseline = RdmaResources.afterWarmUp();
+        RdmaResources baseline = PairsLab.baseline();
         int portA = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-cluster");
@@ -101,8 +101,7 @@ class PairsClusterLabTest {
             assertLinksOnRdma(a.report(), MESSAGES / 2);
             assertLinksOnRdma(b.report(), MESSAGES / 2);
         }
-        RdmaResources after = RdmaResources.awaitEqual(baseline, 30_000);
-        assertEquals(baseline, after, "RDMA resources left behind by the brokers");
+        PairsLab.assertResourcesBack(baseline);
     }
 
     /** Only RDMA acceptors and connectors, every accepted connection RDMA, the peer's sessions among them. */

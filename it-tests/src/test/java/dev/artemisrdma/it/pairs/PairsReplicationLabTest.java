@@ -41,7 +41,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A primary and its backup as processes from {@code config/pairs/primary.xml} and {@code backup.xml}, replicating over
+ * A primary and its backup as processes from {@code config/pairs/primary.xml} and {@code backup.xml} (with
+ * {@code replication.properties}), replicating over
  * RDMA: the backup's initial sync (durable messages, large messages, a paged address) and live replication run on
  * the primary's RDMA acceptor; the primary is SIGKILLed while a transacted producer is sending; the backup becomes
  * active and the {@code ha=true} client fails over to the backup's RDMA connector, which it learned from the topology,
@@ -64,12 +65,11 @@ class PairsReplicationLabTest {
 
     @Test
     void replicationAndFailoverOverRdmaNextToTcp() throws Exception {
-        RdmaResources baseline = RdmaResources.afterWarmUp();
+        RdmaResources baseline = PairsLab.baseline();
         long rdmaMillis = run(false);
         long tcpMillis = run(true);
         System.out.printf("FAILOVER client without a broker: RDMA %d ms, Netty TCP %d ms%n", rdmaMillis, tcpMillis);
-        RdmaResources after = RdmaResources.awaitEqual(baseline, 30_000);
-        assertEquals(baseline, after, "RDMA resources left behind by the brokers");
+        PairsLab.assertResourcesBack(baseline);
     }
 
     /** The whole scenario on one transport; returns the milliseconds from the kill to the completed failover. */
@@ -79,9 +79,9 @@ class PairsReplicationLabTest {
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-replication-" + scheme);
         Map<String, String> primaryProps = props("rdma.host", Lab.addr0(), "rdma.port", "" + portP,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB);
+                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "replication.properties");
         Map<String, String> backupProps = props("rdma.host", Lab.addr1(), "rdma.port", "" + portB,
-                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP);
+                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP, "properties", "replication.properties");
         String url = scheme + "://" + Lab.addr0() + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
                 + "&maxRetryInterval=1000#" + scheme + "://" + Lab.addr1() + ":" + portB;
         PairBroker primary = PairBroker.start(scheme + "-primary", "primary.xml", data.resolve("p"), tcp, primaryProps);
