@@ -53,6 +53,13 @@ class PluginLinksTest {
         return cluster;
     }
 
+    /** Connectors "self" (10.0.0.1) and "peer" (10.0.0.2) on {@code port}, and cluster connection NAME over them. */
+    private ClusterConnectionConfiguration selfAndPeer(String name, int port) throws Exception {
+        connector("self", "tcp://10.0.0.1:" + port);
+        connector("peer", "tcp://10.0.0.2:" + port);
+        return cluster(name, "self", "peer");
+    }
+
     private void register(String acceptors, String connectors) {
         RdmaAcceptorPlugin plugin = new RdmaAcceptorPlugin();
         plugin.init(acceptors == null ? Map.of(RdmaAcceptorPlugin.CONNECTORS, connectors)
@@ -98,10 +105,8 @@ class PluginLinksTest {
 
     @Test
     void registeringAgainAfterFailbackChangesNothing() throws Exception {
-        connector("self", "tcp://10.0.0.1:61700");
-        connector("peer", "tcp://10.0.0.2:61700");
+        selfAndPeer("c", 61700);
         acceptor("rdma", "tcp://10.0.0.1:61700");
-        cluster("c", "self", "peer");
         register("rdma", "self,peer");
         String before = config.getConnectorConfigurations().toString() + config.getAcceptorConfigurations();
         register("rdma", "self,peer");
@@ -141,9 +146,7 @@ class PluginLinksTest {
 
     @Test
     void clusterMixingRdmaAndTcpConnectorsIsRefused() throws Exception {
-        connector("self", "tcp://10.0.0.1:61700");
-        connector("peer", "tcp://10.0.0.2:61700");
-        cluster("c", "self", "peer");
+        selfAndPeer("c", 61700);
         String why = refusal(null, "self");
         assertTrue(why.contains("cluster connection 'c'") && why.contains("[peer]"), why);
     }
@@ -167,18 +170,14 @@ class PluginLinksTest {
 
     @Test
     void allowDirectConnectionsOnlyIsRefusedForPluginSwitchedConnectors() throws Exception {
-        connector("self", "tcp://10.0.0.1:61700");
-        connector("peer", "tcp://10.0.0.2:61700");
-        cluster("c", "self", "peer").setAllowDirectConnectionsOnly(true);
+        selfAndPeer("c", 61700).setAllowDirectConnectionsOnly(true);
         String why = refusal(null, "self,peer");
         assertTrue(why.contains("allow-direct-connections-only") && why.contains("connectorConfigurations."), why);
     }
 
     @Test
     void checkForActiveServerIsRefusedForPluginSwitchedConnectors() throws Exception {
-        connector("self", "tcp://10.0.0.1:61700");
-        connector("peer", "tcp://10.0.0.2:61700");
-        cluster("ha", "self", "peer");
+        selfAndPeer("ha", 61700);
         config.setHAPolicyConfiguration(new org.apache.activemq.artemis.core.config.ha.ReplicatedPolicyConfiguration()
                 .setCheckForActiveServer(true));
         String why = refusal(null, "self,peer");
@@ -187,10 +186,8 @@ class PluginLinksTest {
 
     @Test
     void acceptorOfAClusterAnnouncingTcpIsRefused() throws Exception {
-        connector("self", "tcp://10.0.0.1:61616");
-        connector("peer", "tcp://10.0.0.2:61616");
+        selfAndPeer("c", 61616);
         acceptor("rdma", "tcp://10.0.0.1:61700");
-        cluster("c", "self", "peer");
         String why = refusal("rdma", "");
         assertTrue(why.contains("non-RDMA connector 'self'"), why);
     }
