@@ -77,6 +77,9 @@ class PairsReplicationLabTest {
     /** The whole scenario on one transport; returns the milliseconds from the kill to the completed failover. */
     private long run(boolean tcp) throws Exception {
         String scheme = tcp ? "tcp" : "rdma";
+        ROLLED_BACK.set(0);
+        OUTCOME_UNKNOWN.set(0);
+        DUPLICATES_REFUSED.set(0);
         int portP = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-replication-" + scheme);
