@@ -52,6 +52,9 @@ final class RdmaConnection implements Connection, ChannelHandler {
      */
     static final LongAdder ZERO_COPY_PACKETS = new LongAdder();
     static final LongAdder COPIED_PACKETS = new LongAdder();
+    /** Longest single wait for writability; a close is not signalled, so waits are bounded and repeated. */
+    private static final long RESUME_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    private static final String REPLICATION_MANAGER = "org.apache.activemq.artemis.core.replication.ReplicationManager";
 
     private final Map<String, Object> endpointParams;
     private final BufferHandler handler;
@@ -61,12 +64,16 @@ final class RdmaConnection implements Connection, ChannelHandler {
     private final boolean directDeliver;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final List<ReadyListener> readyListeners = new ArrayList<>();
+    private final Object writableSignal = new Object();
+    /** The channel's completion loop thread, learned from its callbacks (they all come from it). */
+    private volatile Thread loopThread;
     private volatile RdmaChannel channel;
     private volatile RemotingConnection protocolConnection;
 
     /**
      * @param endpointParams   parameters of the endpoint that made the connection; what a client needs to come back
-     * @param listenerExecutor where a lost peer is reported, off the transport's completion thread
+     * @param listenerExecutor where a lost peer is reported and ready listeners are called, off the transport's
+     *                         completion thread
      * @param batchDelay       &gt; 0: batched writes wait for {@link #checkFlushBatchBuffer} (scheduled by the owner)
      */
     RdmaConnection(Map<String, ?> endpointParams, BufferHandler handler, BaseConnectionLifeCycleListener<?> listener,
@@ -93,6 +100,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     @Override
     public void onFrame(RdmaChannel ch, ByteBuffer frame) {
+        loopThread = Thread.currentThread();
         int size = frame.remaining();
         ByteBuf packet = Unpooled.wrappedBuffer(frame); // no copy: capacity == size, index 0 == length field
         try {
@@ -126,6 +134,10 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     @Override
     public void onWritable(RdmaChannel ch) {
+        loopThread = Thread.currentThread();
+        synchronized (writableSignal) {
+            writableSignal.notifyAll();
+        }
         fireReady(true);
         listener.connectionReadyForWrites(ch.id(), true);
     }
@@ -231,23 +243,50 @@ final class RdmaConnection implements Connection, ChannelHandler {
     }
 
     // ---- back-pressure ----
+    //
+    // The contract for isWritable(listener): it answers true, or it registers the listener and answers false, and
+    // then the listener is called once, later, off the completion loop (which must keep polling), after the channel
+    // turned writable again. It never calls the listener itself: the check and the registration happen under the
+    // lock the writability notification takes to collect the listeners, so no notification falls in between.
+    //
+    // One caller cannot live with a callback from another thread: Artemis's ReplicationManager drives the primary's
+    // end of a replication connection from its own ordered executor ("while (blockUntilWritable(0)) send", then
+    // "if (!isWritable(onResume)) awaitingResume = true") with plain, non-volatile flags and a single-consumer
+    // queue, and assumes onResume runs on that executor, as Netty's event loop guarantees. Called from here it runs
+    // beside a flusher that the next replicated packet starts on the executor, and the two lose the resume between
+    // them: replication stalls until the initial sync times out (seen on FakeFabric with a 64 KiB high-water mark).
+    // So that listener is never registered: isWritable waits in place (on a signal, bounded) and answers true, and
+    // the manager re-submits its flusher to its own executor, which sends again once the channel drained.
+    //
+    // blockUntilWritable waits on the same signal, never spins, and never waits on the completion loop thread: that
+    // thread is the only one that can make the channel writable, so there it just answers.
 
     @Override
     public boolean isWritable(ReadyListener readyListener) {
         if (channel.isWritable()) {
             return true;
         }
+        if (needsItsOwnThread(readyListener)) {
+            awaitWritable(RESUME_WAIT_NANOS);
+            return true;
+        }
         synchronized (readyListeners) {
+            if (channel.isWritable()) {
+                return true;
+            }
             if (!readyListeners.contains(readyListener)) {
                 readyListeners.add(readyListener);
             }
+            return false;
         }
-        if (channel.isWritable()) { // became writable while registering: onWritable may have run already
-            fireReady(true);
-        }
-        return false;
     }
 
+    /** Listeners of Artemis's replication, which must run on the replication executor (see above). */
+    static boolean needsItsOwnThread(ReadyListener readyListener) {
+        return readyListener.getClass().getName().startsWith(REPLICATION_MANAGER);
+    }
+
+    /** Calls the registered ready listeners, off the calling thread; {@code false} is ignored, as by Netty. */
     @Override
     public void fireReady(boolean ready) {
         if (!ready) {
@@ -261,26 +300,51 @@ final class RdmaConnection implements Connection, ChannelHandler {
             toCall = new ArrayList<>(readyListeners);
             readyListeners.clear();
         }
-        for (ReadyListener readyListener : toCall) {
-            try {
-                readyListener.readyForWriting();
-            } catch (Throwable t) {
-                logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
+        listenerExecutor.execute(() -> {
+            for (ReadyListener readyListener : toCall) {
+                try {
+                    readyListener.readyForWriting();
+                } catch (Throwable t) {
+                    logger.warn("RDMA connection {}: a ready listener failed", getID(), t);
+                }
             }
+        });
+    }
+
+    /** Waits until the channel is writable, closed, or {@code nanos} passed; the caller looks again. */
+    private void awaitWritable(long nanos) {
+        if (Thread.currentThread() == loopThread) {
+            return;
+        }
+        try {
+            synchronized (writableSignal) {
+                if (!channel.isWritable() && channel.isOpen()) {
+                    TimeUnit.NANOSECONDS.timedWait(writableSignal, nanos); // bounded: a close is not signalled
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
     @Override
     public boolean blockUntilWritable(long timeout, TimeUnit timeUnit) {
+        if (Thread.currentThread() == loopThread) {
+            return channel.isWritable();
+        }
         long deadline = System.nanoTime() + timeUnit.toNanos(timeout);
         while (!channel.isWritable()) {
             if (!channel.isOpen()) {
                 throw new IllegalStateException("RDMA connection " + getID() + " closed or disconnected");
             }
-            if (System.nanoTime() - deadline >= 0) {
+            long remaining = deadline - System.nanoTime();
+            if (remaining <= 0) {
                 return false;
             }
-            LockSupport.parkNanos(100_000L);
+            awaitWritable(Math.min(remaining, RESUME_WAIT_NANOS));
+            if (Thread.currentThread().isInterrupted()) {
+                return channel.isWritable();
+            }
         }
         return true;
     }

@@ -142,7 +142,8 @@ public final class RdmaConnectionFactories {
             if (!clientOptions.contains(key)) {
                 throw new IllegalArgumentException("rdma URL " + url.replaceAll("\\?.*", "?...") + ": unknown parameter '"
                         + key + "'; RDMA transport parameters are "
-                        + new TreeSet<>(subtract(RdmaParameters.CONNECTOR_KEYS, RdmaParameters.HOST, RdmaParameters.PORT))
+                        + new TreeSet<>(subtract(RdmaParameters.CONNECTOR_KEYS, RdmaParameters.HOST, RdmaParameters.PORT,
+                                RdmaParameters.MASK_PASSWORD, RdmaParameters.PASSWORD_CODEC))
                         + ", client options are " + URL_OPTIONS + " and the connection factory properties "
                         + clientOptions);
             }

@@ -1,5 +1,8 @@
 package dev.artemisrdma.artemis;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -8,6 +11,7 @@ import java.util.Set;
 import java.util.TreeSet;
 
 import dev.artemisrdma.transport.TransportConfig;
+import org.apache.activemq.artemis.api.config.ActiveMQDefaultConfiguration;
 import org.apache.activemq.artemis.utils.ConfigurationHelper;
 
 /**
@@ -17,8 +21,11 @@ import org.apache.activemq.artemis.utils.ConfigurationHelper;
  *
  * <p>Keys this layer reads itself: {@value #HOST}, {@value #PORT}, {@value #BATCH_DELAY}, {@value #DIRECT_DELIVER}
  * and {@value #CONNECTIONS_ALLOWED} (acceptor only). Every key of {@link #TRANSPORT_KEYS} goes unchanged to the transport (its defaults and ranges
- * are the transport's). The acceptor also tolerates {@value #PROTOCOLS} (read by the broker) and {@value #SCHEME}
- * (added by the broker's {@code tcp://} URL parser when an acceptor is switched by {@link RdmaAcceptorPlugin}).
+ * are the transport's). The acceptor also tolerates keys the broker reads itself: {@value #PROTOCOLS},
+ * {@value #CLUSTER_CONNECTION} and {@value #SCHEME} (added by the broker's {@code tcp://} URL parser when an acceptor
+ * is switched by {@link RdmaAcceptorPlugin}). Both sides tolerate the {@code <mask-password>} keys the broker.xml
+ * parser adds to every acceptor and connector ({@link #MASK_PASSWORD}, {@link #PASSWORD_CODEC}); no RDMA parameter
+ * is a password, so they change nothing.
  */
 public final class RdmaParameters {
 
@@ -36,6 +43,12 @@ public final class RdmaParameters {
     public static final String METRICS_NAME = "metricsName";
     /** The RDMA device an endpoint must use (a transport key; see {@link TransportConfig#device()}). */
     public static final String DEVICE = "device";
+    /** Acceptor: the cluster connection whose topology its clients receive (the standard Artemis acceptor key). */
+    public static final String CLUSTER_CONNECTION = "clusterConnection";
+    /** Added to every acceptor and connector by the broker.xml parser when {@code <mask-password>} is set. */
+    public static final String MASK_PASSWORD = ActiveMQDefaultConfiguration.getPropMaskPassword();
+    /** Added with {@value #MASK_PASSWORD} when {@code <password-codec>} is set as well. */
+    public static final String PASSWORD_CODEC = ActiveMQDefaultConfiguration.getPropPasswordCodec();
 
     public static final String DEFAULT_HOST = "localhost";
     public static final int DEFAULT_PORT = 61700;
@@ -50,9 +63,10 @@ public final class RdmaParameters {
      */
     public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
-    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME));
+    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME, MASK_PASSWORD,
+            PASSWORD_CODEC));
     static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, CONNECTIONS_ALLOWED,
-            PROTOCOLS, SCHEME));
+            PROTOCOLS, SCHEME, CLUSTER_CONNECTION, MASK_PASSWORD, PASSWORD_CODEC));
 
     private RdmaParameters() {
     }
@@ -151,17 +165,29 @@ public final class RdmaParameters {
         return connector;
     }
 
-    /** Same node: same port and same host, "localhost" and "127.0.0.1" being the same host. */
+    /**
+     * Same endpoint: same port, and the same host, as spelled or once resolved (an alias, a host name and its
+     * address, "localhost" and "127.0.0.1"), as Netty's connector compares them: the hosts share a resolved
+     * address. A host that does not resolve is only equal to the same spelling.
+     */
     static boolean sameEndpoint(Map<String, ?> a, Map<String, ?> b) {
         if (port(a) != port(b)) {
             return false;
         }
         String hostA = host(a);
         String hostB = host(b);
-        return Objects.equals(hostA, hostB) || (isLoopback(hostA) && isLoopback(hostB));
-    }
-
-    private static boolean isLoopback(String host) {
-        return "localhost".equals(host) || "127.0.0.1".equals(host) || "::1".equals(host);
+        if (Objects.equals(hostA, hostB)) {
+            return true;
+        }
+        try {
+            List<InetAddress> addressesA = List.of(InetAddress.getAllByName(hostA));
+            List<InetAddress> addressesB = List.of(InetAddress.getAllByName(hostB));
+            // loopback names resolve to 127.0.0.1 or ::1 depending on /etc/hosts: any loopback is this machine
+            return !Collections.disjoint(addressesA, addressesB)
+                    || (addressesA.stream().allMatch(InetAddress::isLoopbackAddress)
+                        && addressesB.stream().allMatch(InetAddress::isLoopbackAddress));
+        } catch (UnknownHostException e) {
+            return false;
+        }
     }
 }

@@ -2,6 +2,7 @@ package dev.artemisrdma.artemis;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 
 import org.apache.activemq.artemis.core.config.Configuration;
 import org.apache.activemq.artemis.core.config.FileDeploymentManager;
@@ -38,14 +39,30 @@ final class EmbeddedBroker implements AutoCloseable {
 
     /** Starts a broker from {@code config/broker.xml} (the RdmaAcceptorPlugin path). */
     static EmbeddedBroker fromBrokerXml(Path dataDir, String host, int port) throws Exception {
-        return withEndpoint(host, port, () -> {
-            FileDeploymentManager deployment = new FileDeploymentManager(
-                    configDir().resolve("broker.xml").toUri().toString());
-            FileConfiguration config = new FileConfiguration();
-            deployment.addDeployable(config);
-            deployment.readConfiguration();
-            return start(testable(config, dataDir), null);
-        });
+        return withEndpoint(host, port, () -> start(testable(read("broker.xml"), dataDir), null));
+    }
+
+    /**
+     * Reads {@code config/FILE} with the given system properties set for its {@code ${...}} substitutions; the
+     * caller adjusts the configuration and starts it.
+     */
+    static FileConfiguration read(String file, Map<String, String> substitutions) throws Exception {
+        synchronized (EmbeddedBroker.class) {
+            substitutions.forEach(System::setProperty);
+            try {
+                return read(file);
+            } finally {
+                substitutions.keySet().forEach(System::clearProperty);
+            }
+        }
+    }
+
+    private static FileConfiguration read(String file) throws Exception {
+        FileDeploymentManager deployment = new FileDeploymentManager(configDir().resolve(file).toUri().toString());
+        FileConfiguration config = new FileConfiguration();
+        deployment.addDeployable(config);
+        deployment.readConfiguration();
+        return config;
     }
 
     /** Starts a default broker with {@code config/broker.properties} applied (the factoryClassName path). */

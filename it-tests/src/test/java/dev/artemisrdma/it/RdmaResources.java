@@ -41,11 +41,26 @@ public record RdmaResources(Map<String, Integer> counts) {
      * process exits; a baseline taken before that would blame the first connection of a JVM for them.
      */
     public static RdmaResources afterWarmUp() throws Exception {
+        return afterWarmUp(Lab.addr1());
+    }
+
+    /**
+     * {@link #afterWarmUp()} with a connection to each of {@code listenAddresses}: a test whose clients reach
+     * brokers on both lab devices warms librdmacm up on both.
+     */
+    public static RdmaResources afterWarmUp(String... listenAddresses) throws Exception {
+        for (String listenAddress : listenAddresses) {
+            warmUp(listenAddress);
+        }
+        return now();
+    }
+
+    private static void warmUp(String listenAddress) throws Exception {
         try (dev.artemisrdma.transport.verbs.VerbsFabric fabric = new dev.artemisrdma.transport.verbs.VerbsFabric()) {
             RawEndpoint server = new RawEndpoint(2, 1, 0);
             RawEndpoint client = new RawEndpoint(2, 1, 0);
             dev.artemisrdma.transport.FabricListener listener = fabric.listen(
-                    Lab.address(Lab.addr1(), Lab.freshPort()), request -> {
+                    Lab.address(listenAddress, Lab.freshPort()), request -> {
                         try {
                             request.accept(server, new byte[0], 7, server);
                         } catch (dev.artemisrdma.transport.FabricException e) {
@@ -59,7 +74,6 @@ public record RdmaResources(Map<String, Integer> counts) {
             server.close();
             listener.close();
         }
-        return now();
     }
 
     /** Waits (bounded) until the counts equal {@code expected}; returns the last reading. */

@@ -67,7 +67,7 @@ public final class LabBroker implements AutoCloseable {
         }
     }
 
-    static Configuration writable(Configuration config, Path dataDir, boolean persistent) {
+    public static Configuration writable(Configuration config, Path dataDir, boolean persistent) {
         config.setBrokerInstance(dataDir.toFile());
         return config.setPersistenceEnabled(persistent)
                 .setJMXManagementEnabled(false)

@@ -1,0 +1,116 @@
+package dev.artemisrdma.artemis;
+
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+
+import dev.artemisrdma.transport.TransportStats;
+import org.apache.activemq.artemis.api.core.TransportConfiguration;
+import org.apache.activemq.artemis.api.core.client.TopologyMember;
+import org.apache.activemq.artemis.core.replication.ReplicationManager;
+import org.apache.activemq.artemis.core.server.ActiveMQServer;
+import org.apache.activemq.artemis.core.server.ServerSession;
+import org.apache.activemq.artemis.core.server.cluster.ClusterConnection;
+import org.apache.activemq.artemis.core.server.cluster.RemoteQueueBinding;
+import org.apache.activemq.artemis.spi.core.protocol.RemotingConnection;
+import org.apache.activemq.artemis.spi.core.remoting.Connection;
+
+/**
+ * What carried a broker's links, from inside the broker (lab tests; in this package to read our connections' transport
+ * counters): its acceptors and connectors by class, the connections it accepted by transport with their frame counts,
+ * the sessions opened by peers (cluster bridges, core bridges) by transport, its topology and its replication link.
+ * One line of {@code key=value} pairs separated by spaces.
+ */
+public final class LinkReport {
+
+    private LinkReport() {
+    }
+
+    public static String of(ActiveMQServer server, String clusterUser) {
+        Map<String, Object> report = new TreeMap<>();
+        report.put("active", server.isActive());
+        report.put("replicaSync", server.isReplicaSync());
+        report.put("acceptors", server.getRemotingService() == null ? "" : server.getRemotingService().getAcceptors()
+                .entrySet().stream().map(e -> e.getKey() + ":" + e.getValue().getClass().getSimpleName())
+                .sorted().collect(Collectors.joining(",")));
+        report.put("connectors", server.getConfiguration().getConnectorConfigurations().entrySet().stream()
+                .map(e -> e.getKey() + ":" + simple(e.getValue())).sorted().collect(Collectors.joining(",")));
+        int rdma = 0;
+        int other = 0;
+        long framesIn = 0;
+        long framesOut = 0;
+        if (server.getRemotingService() != null) {
+            for (RemotingConnection connection : server.getRemotingService().getConnections()) {
+                if (connection.getTransportConnection() instanceof RdmaConnection c && c.channel() != null) {
+                    rdma++;
+                    TransportStats stats = TransportStats.of(c.channel());
+                    framesIn += stats.framesReceived();
+                    framesOut += stats.framesSent();
+                } else {
+                    other++;
+                }
+            }
+        }
+        report.put("inboundRdma", rdma);
+        report.put("inboundOther", other);
+        report.put("framesIn", framesIn);
+        report.put("framesOut", framesOut);
+        int peerRdma = 0;
+        int peerOther = 0;
+        for (ServerSession session : server.getSessions()) {
+            if (clusterUser.equals(session.getUsername())) {
+                if (isRdma(session.getRemotingConnection().getTransportConnection())) {
+                    peerRdma++;
+                } else {
+                    peerOther++;
+                }
+            }
+        }
+        report.put("peerSessionsRdma", peerRdma);
+        report.put("peerSessionsOther", peerOther);
+        int members = 0;
+        int rdmaMembers = 0;
+        int backups = 0;
+        if (server.getClusterManager() != null) {
+            for (ClusterConnection cluster : server.getClusterManager().getClusterConnections()) {
+                for (TopologyMember member : cluster.getTopology().getMembers()) {
+                    members++;
+                    if (member.getPrimary() != null && simple(member.getPrimary()).startsWith("Rdma")) {
+                        rdmaMembers++;
+                    }
+                    if (member.getBackup() != null && simple(member.getBackup()).startsWith("Rdma")) {
+                        backups++;
+                    }
+                }
+            }
+        }
+        report.put("remoteConsumers", server.getPostOffice() == null ? 0 : server.getPostOffice().getAllBindings()
+                .filter(b -> b instanceof RemoteQueueBinding).mapToInt(b -> ((RemoteQueueBinding) b).consumerCount())
+                .sum());
+        report.put("topology", members);
+        report.put("topologyRdma", rdmaMembers);
+        report.put("topologyRdmaBackups", backups);
+        ReplicationManager replication = server.getReplicationManager();
+        String link = "none";
+        if (replication != null && replication.getBackupTransportConnection() != null) {
+            Connection transport = replication.getBackupTransportConnection().getTransportConnection();
+            link = transport.getClass().getSimpleName();
+            if (transport instanceof RdmaConnection c) {
+                TransportStats stats = TransportStats.of(c.channel());
+                report.put("replicationFramesOut", stats.framesSent());
+                report.put("replicationBytesOut", stats.bytesSent());
+            }
+        }
+        report.put("replication", link);
+        return report.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).collect(Collectors.joining(" "));
+    }
+
+    private static boolean isRdma(Connection connection) {
+        return connection instanceof RdmaConnection;
+    }
+
+    private static String simple(TransportConfiguration config) {
+        String name = config.getFactoryClassName();
+        return name.substring(name.lastIndexOf('.') + 1);
+    }
+}

@@ -1,0 +1,163 @@
+package dev.artemisrdma.it.pairs;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+
+/**
+ * A {@link PairBrokerMain} process: started, asked for {@link #report()}s, stopped, killed (SIGKILL) and started
+ * again on the same data. Its log goes to a file in the results folder (the lab console is slow), prefixed lines
+ * that matter to the console.
+ */
+final class PairBroker implements AutoCloseable {
+
+    private final String name;
+    private final List<String> args;
+    private final Path log;
+    private Process process;
+    private PrintStream commands;
+    private final BlockingQueue<String> reports = new LinkedBlockingQueue<>();
+
+    private PairBroker(String name, List<String> args, Path log) {
+        this.name = name;
+        this.args = args;
+        this.log = log;
+    }
+
+    /** Starts {@code config/pairs/FILE} with the given substitutions (and {@code tcp} to stay off RDMA). */
+    static PairBroker start(String name, String file, Path data, boolean tcp, Map<String, String> properties)
+            throws Exception {
+        List<String> args = new ArrayList<>(List.of(file, data.toString()));
+        if (tcp) {
+            args.add("tcp");
+        }
+        properties.forEach((k, v) -> args.add(k + "=" + v));
+        Path logs = Path.of(System.getenv().getOrDefault("RDMA_LAB_RESULTS", System.getProperty("java.io.tmpdir")));
+        PairBroker broker = new PairBroker(name, args, logs.resolve("broker-" + name + "-" + System.nanoTime()
+                + ".log"));
+        broker.launch();
+        return broker;
+    }
+
+    private void launch() throws Exception {
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
+                .toString(), "-Xmx768m", "-XX:TieredStopAtLevel=1",
+                "-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"),
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-Dorg.slf4j.simpleLogger.log.dev.artemisrdma=info",
+                "-Dorg.slf4j.simpleLogger.log.org.apache.activemq.audit=warn",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", System.getProperty("java.class.path"),
+                PairBrokerMain.class.getName()));
+        command.addAll(args);
+        process = new ProcessBuilder(command).redirectErrorStream(true).start();
+        commands = new PrintStream(process.getOutputStream(), true, StandardCharsets.UTF_8);
+        CountDownLatch ready = new CountDownLatch(1);
+        Thread pump = new Thread(() -> pump(ready), "broker-" + name + "-output");
+        pump.setDaemon(true);
+        pump.start();
+        if (!ready.await(180, TimeUnit.SECONDS)) {
+            kill();
+            throw new IllegalStateException("broker " + name + " did not start within 180 s; log: " + log);
+        }
+    }
+
+    private void pump(CountDownLatch ready) {
+        try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(),
+                StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = reader.readLine()) != null) {
+                Files.writeString(log, line + "\n", StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
+                        java.nio.file.StandardOpenOption.APPEND);
+                if (line.startsWith(PairBrokerMain.REPORT)) {
+                    reports.add(line.substring(PairBrokerMain.REPORT.length()));
+                } else if (line.contains(PairBrokerMain.READY)) {
+                    ready.countDown();
+                } else if ((line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
+                        && !line.contains("AMQ222166")) { // not the sample's "no dead letter address" noise
+                    System.out.println("[" + name + "] " + line);
+                }
+            }
+        } catch (IOException ignored) {
+            // process gone
+        }
+    }
+
+    /** The broker's {@code LinkReport}, as a map. */
+    Map<String, String> report() throws InterruptedException {
+        reports.clear();
+        commands.println("report");
+        String line = reports.poll(30, TimeUnit.SECONDS);
+        if (line == null) {
+            throw new IllegalStateException("broker " + name + " did not report; log: " + log);
+        }
+        Map<String, String> report = new HashMap<>();
+        for (String pair : line.split(" ")) {
+            int eq = pair.indexOf('=');
+            report.put(pair.substring(0, eq), pair.substring(eq + 1));
+        }
+        return report;
+    }
+
+    /** Polls reports until {@code condition} holds; the last report in the failure message. */
+    Map<String, String> await(String what, Predicate<Map<String, String>> condition, long seconds)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        Map<String, String> report = report();
+        while (!condition.test(report)) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("broker " + name + ": " + what + " not reached in " + seconds + " s: "
+                        + report + "; log: " + log);
+            }
+            Thread.sleep(200);
+            report = report();
+        }
+        return report;
+    }
+
+    /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
+    void kill() throws InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    /** Starts the same broker again, on the same data. */
+    void restart() throws Exception {
+        launch();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (process.isAlive()) {
+            commands.println("stop");
+            if (!process.waitFor(60, TimeUnit.SECONDS)) {
+                kill();
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return name;
+    }
+
+    static Map<String, String> props(String... keyValues) {
+        Map<String, String> map = new HashMap<>();
+        for (int i = 0; i < keyValues.length; i += 2) {
+            map.put(keyValues[i], keyValues[i + 1]);
+        }
+        return map;
+    }
+}

@@ -1,0 +1,148 @@
+package dev.artemisrdma.it.pairs;
+
+import static dev.artemisrdma.it.pairs.PairBroker.props;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import dev.artemisrdma.artemis.RdmaConnectionFactories;
+import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.RdmaResources;
+import jakarta.jms.Connection;
+import jakarta.jms.DeliveryMode;
+import jakarta.jms.MessageConsumer;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.Queue;
+import jakarta.jms.Session;
+import jakarta.jms.TextMessage;
+import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Two broker processes from {@code config/pairs/cluster.xml}, node A on rxe0's address, node B on rxe1's: the cluster
+ * connection runs over RDMA (each broker has no acceptor but its RDMA one, and every connection it accepted, the
+ * peer's cluster links among them, is an RDMA connection that carried frames), ON_DEMAND load balancing sends what is
+ * produced on A to the consumer on B, in order, once; when the consumer moves to A, the rest is redistributed back.
+ * Afterwards the kernel's RDMA resource counts are back to the baseline. Message count: {@code -Dpairs.cluster.messages}
+ * (CI default 2,000; it-tests/bench/pairs-bench runs the issue's 10,000).
+ */
+@Timeout(value = 600, unit = TimeUnit.SECONDS)
+class PairsClusterLabTest {
+
+    private static final int MESSAGES = Integer.getInteger("pairs.cluster.messages", 2_000);
+
+    @Test
+    void clusterConnectionRunsOverRdmaAndRedistributes() throws Exception {
+        RdmaResources baseline = PairsLab.baseline();
+        int portA = Lab.freshPort();
+        int portB = Lab.freshPort();
+        Path data = Files.createTempDirectory("pairs-cluster");
+        long started = System.nanoTime();
+        try (PairBroker a = PairBroker.start("node-a", "cluster.xml", data.resolve("a"), false, props(
+                "broker.name", "node-a", "rdma.host", Lab.addr0(), "rdma.port", "" + portA,
+                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB));
+             PairBroker b = PairBroker.start("node-b", "cluster.xml", data.resolve("b"), false, props(
+                "broker.name", "node-b", "rdma.host", Lab.addr1(), "rdma.port", "" + portB,
+                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portA))) {
+            a.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
+            b.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
+            System.out.printf("cluster formed after %d ms%n", elapsedMillis(started));
+
+            List<Integer> received = new ArrayList<>();
+            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + portA);
+                 ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + Lab.addr1() + ":" + portB);
+                 Connection toA = onA.createConnection();
+                 Connection toB = onB.createConnection()) {
+                toA.start();
+                toB.start();
+                Session sessionA = toA.createSession(true, Session.SESSION_TRANSACTED);
+                Session sessionB = toB.createSession(true, Session.SESSION_TRANSACTED);
+                Queue queue = sessionA.createQueue("pairs.cluster.orders");
+                MessageConsumer consumerB = sessionB.createConsumer(queue);
+                a.await("the consumer on B known on A", r -> Integer.parseInt(r.get("remoteConsumers")) > 0, 60);
+
+                long produceStart = System.nanoTime();
+                MessageProducer producer = sessionA.createProducer(queue);
+                producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+                for (int i = 0; i < MESSAGES; i++) {
+                    TextMessage m = sessionA.createTextMessage("order " + i);
+                    m.setIntProperty("seq", i);
+                    producer.send(m);
+                    if ((i + 1) % 100 == 0) {
+                        sessionA.commit();
+                    }
+                }
+                sessionA.commit();
+                receive(sessionB, consumerB, MESSAGES / 2, received);
+                System.out.printf("%d messages produced on A, %d consumed on B in %d ms%n", MESSAGES, MESSAGES / 2,
+                        elapsedMillis(produceStart));
+                consumerB.close(); // the rest waits on B until the consumer on A pulls it back
+
+                long moveStart = System.nanoTime();
+                MessageConsumer consumerA = sessionA.createConsumer(queue);
+                receive(sessionA, consumerA, MESSAGES - MESSAGES / 2, received);
+                assertNull(consumerA.receive(1_000), "a message beyond the " + MESSAGES + " sent");
+                System.out.printf("%d messages redistributed back and consumed on A in %d ms%n",
+                        MESSAGES - MESSAGES / 2, elapsedMillis(moveStart));
+            }
+            List<Integer> expected = new ArrayList<>();
+            for (int i = 0; i < MESSAGES; i++) {
+                expected.add(i);
+            }
+            assertEquals(expected, received, "every message once, in order");
+            assertLinksOnRdma(a.report(), MESSAGES / 2);
+            assertLinksOnRdma(b.report(), MESSAGES / 2);
+        }
+        PairsLab.assertResourcesBack(baseline);
+    }
+
+    /** Only RDMA acceptors and connectors, every accepted connection RDMA, the peer's sessions among them. */
+    static void assertLinksOnRdma(Map<String, String> report, int minFrames) {
+        assertOnlyRdma(report);
+        if (Integer.parseInt(report.get("peerSessionsRdma")) < 1) {
+            throw new AssertionError("no peer link over RDMA: " + report);
+        }
+        if (Long.parseLong(report.get("framesIn")) < minFrames) {
+            throw new AssertionError("fewer than " + minFrames + " frames came in over RDMA: " + report);
+        }
+    }
+
+    /** The broker has no acceptor or connector but RDMA ones, and accepted no connection on anything else. */
+    static void assertOnlyRdma(Map<String, String> report) {
+        System.out.println("link report: " + report);
+        assertEquals("rdma:RdmaAcceptor", report.get("acceptors"), "acceptors " + report);
+        for (String connector : report.get("connectors").split(",")) {
+            if (!connector.isEmpty()) {
+                assertEquals("RdmaConnectorFactory", connector.substring(connector.indexOf(':') + 1),
+                        "connector " + connector);
+            }
+        }
+        assertEquals("0", report.get("inboundOther"), "a non-RDMA connection reached the broker: " + report);
+        assertEquals("0", report.get("peerSessionsOther"), "a peer link ran on another transport: " + report);
+    }
+
+    private static void receive(Session session, MessageConsumer consumer, int count, List<Integer> into)
+            throws Exception {
+        for (int i = 0; i < count; i++) {
+            TextMessage m = (TextMessage) consumer.receive(30_000);
+            assertNotNull(m, "message " + into.size() + " did not arrive");
+            into.add(m.getIntProperty("seq"));
+            if ((i + 1) % 100 == 0) {
+                session.commit();
+            }
+        }
+        session.commit();
+    }
+
+    static long elapsedMillis(long since) {
+        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - since);
+    }
+}

@@ -1,0 +1,36 @@
+package dev.artemisrdma.it.pairs;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.nio.charset.StandardCharsets;
+
+import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.RdmaResources;
+
+/** The RDMA resource baseline of a pairs lab test, and the check that the brokers left nothing behind. */
+final class PairsLab {
+
+    private PairsLab() {
+    }
+
+    /** The counts once this JVM's librdmacm state exists on both lab devices (its clients reach brokers on both). */
+    static RdmaResources baseline() throws Exception {
+        return RdmaResources.afterWarmUp(Lab.addr1(), Lab.addr0());
+    }
+
+    /** The kernel's counts are back to {@code baseline} (bounded wait); on failure, which process holds what. */
+    static void assertResourcesBack(RdmaResources baseline) throws Exception {
+        RdmaResources after = RdmaResources.awaitEqual(baseline, 30_000);
+        if (!after.equals(baseline)) {
+            assertEquals(baseline, after, "RDMA resources left behind (this JVM is pid " + ProcessHandle.current()
+                    .pid() + "):\n" + show("pd") + show("qp"));
+        }
+    }
+
+    private static String show(String kind) throws Exception {
+        Process p = new ProcessBuilder("rdma", "resource", "show", kind).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        p.waitFor();
+        return out;
+    }
+}
