@@ -66,8 +66,7 @@ class DistributionLabTest {
     @Test
     void brokerXmlChangeFromReadme(@TempDir Path tmp) throws Exception {
         ArtemisInstance instance = distribution.create(tmp.resolve("broker-xml"), List.of(LAB_JIT), CLI_OUT);
-        instance.installJars(distribution.jarDir(), readme.jarsFor(distribution.connectorVersion()));
-        instance.addToBrokerXml(readme.acceptorLineOn(Lab.addr0()), readme.pluginBlock());
+        readme.installWithBrokerXml(instance, distribution, Lab.addr0());
         produceAndConsumeOverRdma(instance, "broker-xml");
     }
 
@@ -80,7 +79,7 @@ class DistributionLabTest {
         // config/broker.properties binds ${rdma.host:10.77.0.1}; the property makes that the lab's address either way
         ArtemisInstance instance = distribution.create(tmp.resolve("broker-properties"),
                 List.of(LAB_JIT, "-Drdma.host=" + Lab.addr0()), CLI_OUT);
-        instance.installJars(distribution.jarDir(), readme.jarsFor(distribution.connectorVersion()));
+        readme.installJars(instance, distribution);
         instance.addBrokerProperties(properties);
         produceAndConsumeOverRdma(instance, "broker-properties");
     }

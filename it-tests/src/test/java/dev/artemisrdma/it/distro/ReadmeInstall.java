@@ -45,6 +45,18 @@ public record ReadmeInstall(List<String> jars, String acceptorLine, String plugi
         return new ReadmeInstall(List.copyOf(jars), acceptor, String.join("\n", xml.subList(from, to + 1)), section);
     }
 
+    /** README's jars into the instance's lib/, as the distribution's build names them. */
+    public void installJars(ArtemisInstance instance, ArtemisDistribution distribution) throws IOException {
+        instance.installJars(distribution.jarDir(), jarsFor(distribution.connectorVersion()));
+    }
+
+    /** README's jars into lib/ and its broker.xml lines into etc/broker.xml, the acceptor bound to {@code host}. */
+    public void installWithBrokerXml(ArtemisInstance instance, ArtemisDistribution distribution, String host)
+            throws IOException {
+        installJars(instance, distribution);
+        instance.addToBrokerXml(acceptorLineOn(host), pluginBlock);
+    }
+
     /** The jar names with README's {@code VERSION} placeholder replaced by the connector's version. */
     public List<String> jarsFor(String connectorVersion) {
         return jars.stream().map(j -> j.replace("VERSION", connectorVersion)).toList();
