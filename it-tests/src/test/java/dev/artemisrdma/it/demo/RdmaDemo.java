@@ -55,7 +55,8 @@ public final class RdmaDemo {
         say("creating a broker instance: apache-artemis-" + distribution.artemisVersion() + "/bin/artemis create "
                 + dir);
         // C1 only: the lab's 2 vCPUs finish a one-minute job sooner without C2 compiling Artemis meanwhile
-        ArtemisInstance instance = distribution.create(dir, List.of("-XX:TieredStopAtLevel=1"), QUIET);
+        List<String> c1 = List.of("-XX:TieredStopAtLevel=1");
+        ArtemisInstance instance = distribution.create(dir, c1, c1, QUIET);
         readme.installWithBrokerXml(instance, distribution, host);
         say("installed as README says: " + String.join(" and ", readme.jarsFor(distribution.connectorVersion()))
                 + " in lib/, " + readme.acceptorLineOn(host).strip() + " and RdmaAcceptorPlugin in etc/broker.xml ("

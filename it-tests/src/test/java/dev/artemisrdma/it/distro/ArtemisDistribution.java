@@ -75,16 +75,19 @@ public final class ArtemisDistribution {
     /**
      * {@code artemis create} without questions: a user admin/admin, anonymous clients allowed (config/jndi.properties
      * names no user), no web console, no journal auto-tuning (it writes for seconds; the lab is emulated).
+     * {@code brokerOptions} go to the broker's JVM ({@code artemis run}), {@code cliOptions} to the JVMs of create
+     * itself and of the instance's other commands (queue stat, stop).
      */
-    public ArtemisInstance create(Path dir, List<String> javaOptions, Consumer<String> out) throws Exception {
+    public ArtemisInstance create(Path dir, List<String> brokerOptions, List<String> cliOptions, Consumer<String> out)
+            throws Exception {
         List<String> command = new ArrayList<>(List.of(home.resolve("bin/artemis").toString(), "create", "--silent",
                 "--user", ArtemisInstance.USER, "--password", ArtemisInstance.PASSWORD, "--allow-anonymous",
                 "--no-web", "--no-autotune"));
-        for (String option : javaOptions) {
-            command.add("--java-options=" + option);
-        }
+        brokerOptions.forEach(option -> command.add("--java-options=" + option));
+        cliOptions.forEach(option -> command.add("--java-utility-options=" + option));
         command.add(dir.toString());
-        Cli.run(command, Duration.ofMinutes(3), out);
+        // the distribution's script uses JAVA_ARGS as it is, else its own default heap
+        Cli.run(command, String.join(" ", cliOptions), Duration.ofMinutes(3), out);
         return new ArtemisInstance(dir);
     }
 }

@@ -19,9 +19,11 @@ public final class ArtemisInstance {
     static final String PASSWORD = "admin";
 
     private final Path dir;
+    private final String createdBrokerXml;
 
-    ArtemisInstance(Path dir) {
+    ArtemisInstance(Path dir) throws IOException {
         this.dir = dir;
+        this.createdBrokerXml = Files.readString(dir.resolve("etc/broker.xml"));
     }
 
     public Path dir() {
@@ -57,6 +59,12 @@ public final class ArtemisInstance {
         xml = insertBefore(xml, "   </core>", pluginBlock.lines().map(l -> "      " + l + "\n")
                 .reduce("", String::concat));
         Files.writeString(brokerXml, xml);
+    }
+
+    /** Back to the configuration create made: its broker.xml, no broker.properties (lib/ and data/ stay). */
+    public void resetConfiguration() throws IOException {
+        Files.writeString(dir.resolve("etc/broker.xml"), createdBrokerXml);
+        Files.deleteIfExists(dir.resolve("etc/broker.properties"));
     }
 
     /** Installs a broker properties file as {@code etc/broker.properties}, which {@code artemis run} applies. */
@@ -98,7 +106,7 @@ public final class ArtemisInstance {
     /** Runs {@code bin/artemis ARGS} of this instance to completion; fails unless it exits 0. */
     public String cli(Duration timeout, Consumer<String> out, String... args) throws Exception {
         List<String> command = Stream.concat(Stream.of(script()), Stream.of(args)).toList();
-        return Cli.run(command, timeout, out);
+        return Cli.run(command, "", timeout, out);
     }
 
     String script() {

@@ -15,17 +15,24 @@ final class Cli {
     private Cli() {
     }
 
-    /** Starts {@code command} with JAVA_HOME set to this JVM's and no JAVA_ARGS of the caller's. */
-    static Process start(List<String> command) throws IOException {
+    /**
+     * Starts {@code command} with JAVA_HOME set to this JVM's; JAVA_ARGS (which the scripts take instead of their
+     * profile's options when set) is {@code javaArgs}, or unset when that is empty.
+     */
+    static Process start(List<String> command, String javaArgs) throws IOException {
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().put("JAVA_HOME", System.getProperty("java.home"));
         builder.environment().remove("JAVA_ARGS");
+        if (!javaArgs.isEmpty()) {
+            builder.environment().put("JAVA_ARGS", javaArgs);
+        }
         return builder.start();
     }
 
     /** Runs {@code command}, passes each output line to {@code out}, returns the output; fails unless it exits 0. */
-    static String run(List<String> command, Duration timeout, Consumer<String> out) throws Exception {
-        Process process = start(command);
+    static String run(List<String> command, String javaArgs, Duration timeout, Consumer<String> out)
+            throws Exception {
+        Process process = start(command, javaArgs);
         process.getOutputStream().close();
         StringBuilder output = new StringBuilder();
         Thread pump = new Thread(() -> {

@@ -53,39 +53,56 @@ class DistributionLabTest {
 
     private static ArtemisDistribution distribution;
     private static ReadmeInstall readme;
+    /** One instance for both tests: artemis create costs a minute in the lab; each test sets its configuration. */
+    private static ArtemisInstance instance;
 
     @BeforeAll
-    static void readReadme() throws Exception {
+    static void createInstance(@TempDir Path tmp) throws Exception {
         distribution = ArtemisDistribution.unpacked();
         readme = ReadmeInstall.read(ArtemisDistribution.projectRoot().resolve("README.md"));
         System.out.println("README's jars: " + readme.jarsFor(distribution.connectorVersion()));
         System.out.println("README's acceptor: " + readme.acceptorLine() + " (host " + readme.acceptorHost()
                 + " replaced by the lab's " + Lab.addr0() + ")");
+        // config/broker.properties binds ${rdma.host:10.77.0.1}: the property makes that the lab's address either way
+        instance = distribution.create(tmp.resolve("broker"), List.of(LAB_JIT, "-Drdma.host=" + Lab.addr0()),
+                List.of(LAB_JIT), CLI_OUT);
+        readme.installJars(instance, distribution);
     }
 
     @Test
-    void brokerXmlChangeFromReadme(@TempDir Path tmp) throws Exception {
-        ArtemisInstance instance = distribution.create(tmp.resolve("broker-xml"), List.of(LAB_JIT), CLI_OUT);
-        readme.installWithBrokerXml(instance, distribution, Lab.addr0());
-        produceAndConsumeOverRdma(instance, "broker-xml");
+    void brokerXmlChangeFromReadmeStoppedWithArtemisStop() throws Exception {
+        instance.resetConfiguration();
+        instance.addToBrokerXml(readme.acceptorLineOn(Lab.addr0()), readme.pluginBlock());
+        try (RunningBroker broker = produceAndConsumeOverRdma("broker-xml")) {
+            assertEquals(0, broker.stop(CLI_OUT), "artemis run exits 0 after artemis stop");
+            assertStopped(broker);
+        }
     }
 
     @Test
-    void brokerPropertiesFromConfig(@TempDir Path tmp) throws Exception {
-        Path properties = LabBroker.configDir().resolve("broker.properties");
+    void brokerPropertiesFromConfigStoppedWithSigterm() throws Exception {
         assertTrue(readme.section().contains("config/broker.properties")
                 && readme.section().contains("etc/broker.properties"), "README's Broker section tells to copy "
                 + "config/broker.properties to the instance's etc/broker.properties");
-        // config/broker.properties binds ${rdma.host:10.77.0.1}; the property makes that the lab's address either way
-        ArtemisInstance instance = distribution.create(tmp.resolve("broker-properties"),
-                List.of(LAB_JIT, "-Drdma.host=" + Lab.addr0()), CLI_OUT);
-        readme.installJars(instance, distribution);
-        instance.addBrokerProperties(properties);
-        produceAndConsumeOverRdma(instance, "broker-properties");
+        instance.resetConfiguration();
+        instance.addBrokerProperties(LabBroker.configDir().resolve("broker.properties"));
+        try (RunningBroker broker = produceAndConsumeOverRdma("broker-properties")) {
+            // as artemis-service stop and systemd do; the JVM ends by the signal once its shutdown hook is done
+            assertEquals(143, broker.terminate(), "artemis run ends by SIGTERM (128 + 15)");
+            assertStopped(broker);
+        }
     }
 
-    private static void produceAndConsumeOverRdma(ArtemisInstance instance, String name) throws Exception {
-        try (RunningBroker broker = instance.run(consoleLog(instance, name), BROKER_OUT)) {
+    private static void assertStopped(RunningBroker broker) {
+        assertFalse(broker.linesContaining(RunningBroker.STOPPED).isEmpty(), "the broker logs that it stopped");
+        assertTrue(broker.linesContaining("RDMA acceptor 'rdma' on").stream().anyMatch(l -> l.contains("stopped")),
+                "the RDMA acceptor logs that it stopped");
+    }
+
+    /** artemis run, a producer, queue stat, a consumer; returns the broker still running. */
+    private static RunningBroker produceAndConsumeOverRdma(String name) throws Exception {
+        RunningBroker broker = instance.run(consoleLog(name), BROKER_OUT);
+        try {
             List<String> listening = broker.linesContaining("RDMA acceptor 'rdma' listening on");
             assertEquals(1, listening.size(), "the broker logs its RDMA acceptor once");
             assertTrue(listening.get(0).contains(Lab.addr0() + ":61700"), listening.get(0));
@@ -99,8 +116,8 @@ class DistributionLabTest {
 
             RxeCounters start = RxeCounters.now();
             produce(factory, queue, body);
-            RxeCounters produced = RxeCounters.now();
-            System.out.println(name + ": producing " + MESSAGES + " messages moved rxe by " + produced.since(start));
+            RxeCounters produced = RxeCounters.now().since(start);
+            System.out.println(name + ": producing " + MESSAGES + " messages moved rxe by " + produced);
 
             Map<String, String> stat = instance.queueStat(QUEUE, CLI_OUT);
             assertEquals(Integer.toString(MESSAGES), stat.get("MESSAGE_COUNT"), "queue stat: " + stat);
@@ -115,15 +132,14 @@ class DistributionLabTest {
 
             // every message crossed the RDMA device, once to the broker and once to the consumer: a client that had
             // fallen back to TCP would leave these counters where they were
-            RxeCounters sent = produced.since(start);
-            assertTrue(sent.sentPackets() >= MESSAGES && sent.receivedPackets() >= MESSAGES, "producing: " + sent);
+            assertTrue(produced.sentPackets() >= MESSAGES && produced.receivedPackets() >= MESSAGES,
+                    "producing: " + produced);
             assertTrue(consumed.sentPackets() >= MESSAGES && consumed.receivedPackets() >= MESSAGES,
                     "consuming: " + consumed);
-
-            assertEquals(0, broker.stop(CLI_OUT), "artemis run exits 0 after artemis stop");
-            assertFalse(broker.linesContaining(RunningBroker.STOPPED).isEmpty(), "the broker logs that it stopped");
-            assertTrue(broker.linesContaining("RDMA acceptor 'rdma' on").stream().anyMatch(l -> l.contains("stopped")),
-                    "the RDMA acceptor logs that it stopped");
+            return broker;
+        } catch (Exception | AssertionError e) {
+            broker.close();
+            throw e;
         }
     }
 
@@ -161,7 +177,7 @@ class DistributionLabTest {
         }
     }
 
-    private static Path consoleLog(ArtemisInstance instance, String name) {
+    private static Path consoleLog(String name) {
         String results = System.getenv("RDMA_LAB_RESULTS");
         Path dir = results == null ? instance.dir().resolve("log") : Path.of(results, "distribution");
         return dir.resolve(name + "-console.log");

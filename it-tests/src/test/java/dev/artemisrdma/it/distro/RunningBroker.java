@@ -15,7 +15,7 @@ import java.util.function.Consumer;
 
 /**
  * A broker started with {@code artemis run}, its console written to a log file and, line by line, to an echo.
- * {@link #stop()} stops it as an operator does ({@code artemis stop}); {@link #close()} kills what is left.
+ * {@link #stop} and {@link #terminate} stop it as an operator does; {@link #close()} kills what is left.
  */
 public final class RunningBroker implements AutoCloseable {
 
@@ -36,7 +36,7 @@ public final class RunningBroker implements AutoCloseable {
 
     static RunningBroker start(ArtemisInstance instance, Path consoleLog, Consumer<String> echo) throws Exception {
         Files.createDirectories(consoleLog.getParent());
-        RunningBroker broker = new RunningBroker(instance, Cli.start(List.of(instance.script(), "run")));
+        RunningBroker broker = new RunningBroker(instance, Cli.start(List.of(instance.script(), "run"), ""));
         broker.process.getOutputStream().close();
         Thread pump = new Thread(() -> broker.pump(consoleLog, echo), "artemis-run-output");
         pump.setDaemon(true);
@@ -109,6 +109,18 @@ public final class RunningBroker implements AutoCloseable {
         instance.cli(Duration.ofMinutes(3), out, "stop");
         if (!process.waitFor(3, TimeUnit.MINUTES)) {
             throw new IllegalStateException("artemis run did not exit within 3 minutes of artemis stop:\n" + tail());
+        }
+        return process.exitValue();
+    }
+
+    /**
+     * SIGTERM, as {@code artemis-service stop} and systemd stop a broker: its shutdown hook stops it; waits for the
+     * process to exit and returns its exit code (143 for a JVM ended by SIGTERM).
+     */
+    public int terminate() throws InterruptedException {
+        process.destroy();
+        if (!process.waitFor(3, TimeUnit.MINUTES)) {
+            throw new IllegalStateException("artemis run did not exit within 3 minutes of SIGTERM:\n" + tail());
         }
         return process.exitValue();
     }
