@@ -35,7 +35,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The operator's path, end to end: the Apache Artemis binary distribution, {@code artemis create}, the jars README
  * names copied into the instance's {@code lib/}, README's broker.xml lines (or config/broker.properties) applied,
  * {@code artemis run}, a JMS client configured by config/jndi.properties producing and consuming over RDMA,
- * {@code artemis queue stat} over the instance's TCP acceptor, {@code artemis stop}. README is read, not copied:
+ * {@code artemis queue stat} over the instance's TCP acceptor, {@code artemis stop} (or SIGTERM, as
+ * {@code artemis-service stop} sends). README is read, not copied:
  * when its instructions are not enough, this test fails and README must be fixed.
  */
 @Timeout(value = 15, unit = TimeUnit.MINUTES)
@@ -94,6 +95,7 @@ class DistributionLabTest {
     }
 
     private static void assertStopped(RunningBroker broker) {
+        assertEquals(List.of(), broker.linesContaining(" ERROR "), "the broker logged no error");
         assertFalse(broker.linesContaining(RunningBroker.STOPPED).isEmpty(), "the broker logs that it stopped");
         assertTrue(broker.linesContaining("RDMA acceptor 'rdma' on").stream().anyMatch(l -> l.contains("stopped")),
                 "the RDMA acceptor logs that it stopped");
