@@ -15,7 +15,7 @@ import java.util.function.Consumer;
 
 /**
  * A broker started with {@code artemis run}, its console written to a log file and, line by line, to an echo.
- * {@link #stop} and {@link #terminate} stop it as an operator does; {@link #close()} kills what is left.
+ * {@link #stop} stops it as an operator does ({@code artemis stop}); {@link #close()} kills what is left.
  */
 public final class RunningBroker implements AutoCloseable {
 
@@ -109,18 +109,6 @@ public final class RunningBroker implements AutoCloseable {
         instance.cli(Duration.ofMinutes(3), out, "stop");
         if (!process.waitFor(3, TimeUnit.MINUTES)) {
             throw new IllegalStateException("artemis run did not exit within 3 minutes of artemis stop:\n" + tail());
-        }
-        return process.exitValue();
-    }
-
-    /**
-     * SIGTERM, as {@code artemis-service stop} and systemd stop a broker: its shutdown hook stops it; waits for the
-     * process to exit and returns its exit code (143 for a JVM ended by SIGTERM).
-     */
-    public int terminate() throws InterruptedException {
-        process.destroy();
-        if (!process.waitFor(3, TimeUnit.MINUTES)) {
-            throw new IllegalStateException("artemis run did not exit within 3 minutes of SIGTERM:\n" + tail());
         }
         return process.exitValue();
     }
