@@ -237,8 +237,10 @@ public final class Charts {
     private static XYChart percentiles(Path dir, String scenario, String rate, String date) throws IOException {
         XYChart chart = new XYChartBuilder().width(WIDTH).height(HEIGHT).title("Latency, " + scenarioLabel(scenario)
                 + ", " + rate + " msg/s (lab, " + date + ")").xAxisTitle("percentile")
-                .yAxisTitle("send to receive, ms").build();
+                .yAxisTitle("send to receive, ms (log)").build();
         style(chart.getStyler());
+        chart.getStyler().setYAxisLogarithmic(true).setYAxisLogarithmicDecadeOnly(false); // medians and tails apart
+        chart.getStyler().setYAxisDecimalPattern("#,##0.##");
         // x = log10(1/(1-p)) on a linear axis (XChart's log axis ignores a label function): whole numbers are the
         // nines, 1 = 90%, 3 = 99.9%
         chart.getStyler().setxAxisTickLabelsFormattingFunction(Charts::percentileLabel);
