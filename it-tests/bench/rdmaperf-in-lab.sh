@@ -85,6 +85,7 @@ cpu_table="$out/rdmaperf-cpu.txt"
 # machine-readable: one figure a row, read by dev.artemisrdma.it.bench.Charts
 summary="$out/rdmaperf-summary.csv"
 echo "mode,size,tool,metric,value" > "$summary"
+date -u +%F > "$out/measured-on.txt" # the day in the charts' titles, also when drawn again from a copy
 csv() { echo "$1,$2,$3,$4,$5" >> "$summary"; } # mode size tool metric value
 printf "%-8s | %14s | %26s | %26s\n" size "ib_send_bw" "verbs (client + server)" "transport (client + server)" \
   > "$cpu_table"

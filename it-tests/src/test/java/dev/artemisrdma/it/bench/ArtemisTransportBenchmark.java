@@ -18,6 +18,8 @@ import java.io.PrintWriter;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.LocalDate;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -454,6 +456,8 @@ public final class ArtemisTransportBenchmark {
     /** artemis-summary.csv (one row per scenario and transport) and one .hgrm distribution each, for Charts. */
     private static void write(Path out, List<Figures[]> best, Settings settings) throws IOException {
         Files.createDirectories(out);
+        // the charts' titles carry this day, also when they are drawn again later from a copy of the folder
+        Files.writeString(out.resolve(Charts.MEASURED_ON), LocalDate.now(ZoneOffset.UTC) + "\n");
         try (PrintWriter csv = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-summary.csv")))) {
             csv.println("delivery,pairs,transport,msgs_per_s,cpu_us_per_msg,p50_us,p90_us,p99_us,p999_us,max_us,"
                     + "rate,cpu_pct_at_rate");

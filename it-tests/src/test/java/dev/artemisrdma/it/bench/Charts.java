@@ -39,6 +39,7 @@ public final class Charts {
 
     static final String RDMAPERF_SUMMARY = "rdmaperf-summary.csv";
     static final String ARTEMIS_SUMMARY = "artemis-summary.csv";
+    static final String MEASURED_ON = "measured-on.txt";
     private static final int WIDTH = 800;
     private static final int HEIGHT = 480;
     private static final Color TCP = new Color(0x99, 0x99, 0x99);
@@ -83,7 +84,15 @@ public final class Charts {
         return written;
     }
 
+    /** The day the figures were measured: measured-on.txt, which the benchmarks write, else the file's date. */
     private static String date(Path file) throws IOException {
+        Path measuredOn = file.resolveSibling(MEASURED_ON);
+        if (Files.isRegularFile(measuredOn)) {
+            String day = Files.readString(measuredOn).trim();
+            if (!day.isEmpty()) {
+                return day;
+            }
+        }
         return LocalDate.ofInstant(Files.getLastModifiedTime(file).toInstant(), ZoneOffset.UTC).toString();
     }
 
