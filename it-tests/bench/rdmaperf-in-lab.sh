@@ -17,18 +17,33 @@ lat_iters=${LAT_ITERS:-50000}   # for sizes up to 4 KiB; a tenth for larger ones
 warmup=${WARMUP:-10000}         # round trips before measuring: the JIT (C2) compiles the data path meanwhile
 bw_iters=${BW_ITERS:-20000}
 
-# perftest: server in the background, client to it; prints the result row of the client
+cpu_file="$out/.perftest-cpu"
+# perftest: server in the background, client to it; prints the result row of the client. The CPU seconds (user and
+# system) that server and client used go to $cpu_file.server / .client (bash's time: each process's whole life)
 perftest() { # tool size iterations
   local tool=$1 size=$2 n=$3
   port=$((port + 1))
-  $tool -R -p $port -s "$size" -n "$n" >/dev/null 2>&1 &
+  ( TIMEFORMAT='%3U %3S'; { time $tool -R -p $port -s "$size" -n "$n" >/dev/null 2>&1; } 2>"$cpu_file.server" ) &
   local server=$!
   sleep 1
   local row
-  row="$($tool -R -p $port -s "$size" -n "$n" "$addr" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 4 {print; exit}')"
+  row="$( { TIMEFORMAT='%3U %3S'; time $tool -R -p $port -s "$size" -n "$n" "$addr" 2>&1; } 2>"$cpu_file.client" \
+    | awk '$1 ~ /^[0-9]+$/ && NF >= 4 {print; exit}')"
   wait $server 2>/dev/null
   echo "$row"
 }
+# CPU microseconds per message of the last perftest pair (both processes): messages
+perftest_cpu_us_per_msg() {
+  cat "$cpu_file.server" "$cpu_file.client" 2>/dev/null | awk -v n="$1" '{s += $1 + $2} END {printf "%.3f", s * 1e6 / n}'
+}
+# user + system CPU ticks a live process has used (/proc/PID/stat fields 14 and 15, after the command name)
+proc_ticks() {
+  local stat rest
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
+  rest="${stat##*) }"
+  echo "$rest" | awk '{print $12 + $13}'
+}
+clk_tck="$(getconf CLK_TCK)"
 lat_iters_for() { if [ "$1" -le 4096 ]; then echo "$lat_iters"; else echo $((lat_iters / 10)); fi; }
 lat_warmup_for() { if [ "$1" -le 4096 ]; then echo "$warmup"; else echo $((warmup / 10)); fi; }
 lat_row() { perftest ib_send_lat "$1" "$(lat_iters_for "$1")"; }   # bytes iters t_min t_max t_typical t_avg ...
@@ -46,18 +61,34 @@ fi
 server=$!
 sleep 6
 
-rdmaperf() { # layer mode size iters [warmup]: prints the RESULT line with min_us=... appended
-  local all
+# layer mode size iters [warmup]: prints the RESULT line with min_us=..., cpu_us_per_msg=... (the client's CPU over
+# its measured window) and server_cpu_us_per_msg=... (the server's CPU over the whole connection, warmup included,
+# per message it received) appended
+rdmaperf() {
+  local all ticks_before ticks_after w="${5:-$warmup}"
+  ticks_before="$(proc_ticks $server)"
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
-    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "${5:-$warmup}" 2>>"$out/rdmaperf-client.log")"
+    --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" 2>>"$out/rdmaperf-client.log")"
+  ticks_after="$(proc_ticks $server)"
   echo "$all" >> "$out/rdmaperf-client.out" # everything it printed, transport statistics included
-  echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)"
+  echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)" \
+    "$(echo "$all" | grep -o 'cpu_us_per_msg=[0-9.]*' | tail -1)" \
+    "$(awk -v t=$((ticks_after - ticks_before)) -v hz="$clk_tck" -v n=$(($4 + w)) \
+      'BEGIN {printf "server_cpu_us_per_msg=%.3f", t * 1e6 / hz / n}')"
 }
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
 median() { printf '%s\n' "$@" | grep . | sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
 lowest() { printf '%s\n' "$@" | grep . | sort -g | head -1; }
 
 table="$out/rdmaperf-table.txt"
+cpu_table="$out/rdmaperf-cpu.txt"
+# machine-readable: one figure a row, read by dev.artemisrdma.it.bench.Charts
+summary="$out/rdmaperf-summary.csv"
+echo "mode,size,tool,metric,value" > "$summary"
+date -u +%F > "$out/measured-on.txt" # the day in the charts' titles, also when drawn again from a copy
+csv() { echo "$1,$2,$3,$4,$5" >> "$summary"; } # mode size tool metric value
+printf "%-8s | %14s | %26s | %26s\n" size "ib_send_bw" "verbs (client + server)" "transport (client + server)" \
+  > "$cpu_table"
 {
   printf "%-8s %-5s | %12s %12s %12s | %10s %10s | %11s | %12s\n" size mode "ib_send_*" "verbs" "transport" \
     "verbs/ib" "trans/ib" "trans/verbs" "min: t/ib"
@@ -77,6 +108,8 @@ for size in $sizes; do
     done
     ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
     v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
+    csv lat $size ib_send_lat p50_us "$ib_typ"; csv lat $size verbs p50_us "$v50"; csv lat $size transport p50_us "$t50"
+    csv lat $size ib_send_lat min_us "$ib_min"; csv lat $size transport min_us "$tmin"
     awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {
       printf "%-8s %-5s | %9s us %9s us %9s us | %10.2f %10.2f | %11.2f | %5.2f (%s/%s)\n", s, "lat", ib, v, t,
         (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0), (v > 0 ? t / v : 0), (ibmin > 0 ? tmin / ibmin : 0), tmin,
@@ -88,6 +121,17 @@ for size in $sizes; do
   v="$(rdmaperf verbs bw $size $bw_iters)"; t="$(rdmaperf transport bw $size $bw_iters)"
   echo "$v"; echo "$t"
   vm="$(field "$v" msgs_per_s)"; tm="$(field "$t" msgs_per_s)"
+  ib_cpu="$(perftest_cpu_us_per_msg $bw_iters)"
+  vc="$(field "$v" cpu_us_per_msg)"; vs="$(field "$v" server_cpu_us_per_msg)"
+  tc="$(field "$t" cpu_us_per_msg)"; ts="$(field "$t" server_cpu_us_per_msg)"
+  csv bw $size ib_send_bw msgs_per_s "$(awk -v m="$ib_mpps" 'BEGIN {printf "%.0f", m * 1e6}')"
+  csv bw $size verbs msgs_per_s "$vm"; csv bw $size transport msgs_per_s "$tm"
+  csv bw $size ib_send_bw cpu_us_per_msg "$ib_cpu"
+  csv bw $size verbs cpu_us_per_msg "$(awk -v a="$vc" -v b="$vs" 'BEGIN {printf "%.3f", a + b}')"
+  csv bw $size transport cpu_us_per_msg "$(awk -v a="$tc" -v b="$ts" 'BEGIN {printf "%.3f", a + b}')"
+  awk -v s=$size -v ib="$ib_cpu" -v vc="$vc" -v vs="$vs" -v tc="$tc" -v ts="$ts" 'BEGIN {
+    printf "%-8s | %11.2f us | %7.2f us (%6.2f + %6.2f) | %7.2f us (%6.2f + %6.2f)\n", s, ib, vc + vs, vc, vs,
+      tc + ts, tc, ts }' >> "$cpu_table"
   # ratios from message rates (Gb/s at 64 B rounds to 0.01); shown as Mbit/s
   awk -v s=$size -v mpps="$ib_mpps" -v v="$vm" -v t="$tm" 'BEGIN { ib = mpps * 1e6;
     printf "%-8s %-5s | %7.1f Mb/s %7.1f Mb/s %7.1f Mb/s | %10.2f %10.2f | %11.2f | %12s\n", s, "bw",
@@ -103,6 +147,12 @@ echo "RdmaPerf vs perftest, one lab boot (latency: one-way, median of $rounds ro
 echo "bandwidth: message rates)"
 echo "ib_send_lat 64 B typical before/after: ${typical_before} / ${typical_after} us"
 cat "$table"
+if [[ " $modes " == *" bw "* ]]; then
+  echo
+  echo "CPU per message streamed (bw), both ends: perftest's two processes over their whole life / iterations;"
+  echo "RdmaPerf's client over its measured window + its server over the connection (warmup included) / messages"
+  cat "$cpu_table"
+fi
 if awk -v t="$typical_after" 'BEGIN {exit !(t == "" || t > 100)}'; then
   echo "lab fell into a slow latency mode during the run: results are not comparable"
   exit 3

@@ -126,6 +126,7 @@ final class TransportPerf {
                     throw new FabricException("run failed: " + client.failure.get());
                 }
                 System.out.println("rdmaperf: transport stats " + TransportStats.of(channel));
+                System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
                 return client.result();
             } finally {
                 channel.close();
@@ -143,6 +144,8 @@ final class TransportPerf {
         volatile long completed;
         long startNanos;
         long endNanos;
+        long startCpu = -1; // process CPU over the measured window (after the warmup), as startNanos..endNanos
+        long endCpu = -1;
 
         Client(PerfOptions options) {
             this.options = options;
@@ -184,6 +187,7 @@ final class TransportPerf {
         @Override
         void start(RdmaChannel channel) throws FabricException {
             previous = System.nanoTime();
+            startCpu = ProcessCpu.nanos();
             send(channel, true);
         }
 
@@ -194,12 +198,14 @@ final class TransportPerf {
             long n = ++completed;
             if (n == options.warmup()) {
                 startNanos = now;
+                startCpu = ProcessCpu.nanos();
             } else if (n > options.warmup()) {
                 histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
             previous = now;
             if (n == total) {
                 endNanos = now;
+                endCpu = ProcessCpu.nanos();
                 done.countDown();
                 return;
             }
@@ -229,6 +235,7 @@ final class TransportPerf {
         @Override
         void start(RdmaChannel channel) throws FabricException {
             startNanos = System.nanoTime();
+            startCpu = ProcessCpu.nanos();
             batchStart = startNanos;
             pump(channel);
         }
@@ -239,6 +246,7 @@ final class TransportPerf {
                 written++;
                 if (written == options.warmup()) {
                     startNanos = System.nanoTime();
+                    startCpu = ProcessCpu.nanos();
                 }
                 send(channel, written % 16 == 0 || written == total);
                 if (written % 1024 == 0) {
@@ -262,6 +270,7 @@ final class TransportPerf {
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             endNanos = System.nanoTime();
+            endCpu = ProcessCpu.nanos();
             completed = total;
             done.countDown();
         }

@@ -220,6 +220,7 @@ final class VerbsPerf {
         Histogram histogram = new Histogram(3_600_000_000L, 3);
         long total = (long) options.warmup() + options.iters();
         long start = 0;
+        long startCpu = ProcessCpu.nanos();
         long previous = System.nanoTime();
         for (long i = 1; i <= total; i++) {
             side.post(i, i % SIGNAL_EVERY == 0);
@@ -237,12 +238,14 @@ final class VerbsPerf {
             long now = System.nanoTime();
             if (i == options.warmup()) {
                 start = now;
+                startCpu = ProcessCpu.nanos();
             } else if (i > options.warmup()) {
                 histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
             previous = now;
         }
         long elapsed = System.nanoTime() - start;
+        System.out.println(ProcessCpu.line(startCpu, ProcessCpu.nanos(), options.iters()));
         return PerfResult.of("verbs", "lat", options.size(), options.iters(), histogram, elapsed, options.iters());
     }
 
@@ -253,6 +256,7 @@ final class VerbsPerf {
         long posted = 0;
         long completed = 0;
         long start = 0;
+        long startCpu = -1;
         long windowStart = System.nanoTime();
         boolean done = false;
         while (!done) {
@@ -260,6 +264,7 @@ final class VerbsPerf {
                 posted++;
                 if (posted == options.warmup() + 1) {
                     start = System.nanoTime();
+                    startCpu = ProcessCpu.nanos();
                 }
                 side.post(posted, posted % SIGNAL_EVERY == 0 || posted == total);
                 if (posted % 1024 == 0) {
@@ -281,6 +286,7 @@ final class VerbsPerf {
             }
         }
         long elapsed = System.nanoTime() - start;
+        System.out.println(ProcessCpu.line(startCpu, ProcessCpu.nanos(), options.iters()));
         if (histogram.getTotalCount() == 0) {
             histogram.recordValue(Math.max(1, elapsed / options.iters()));
         }
