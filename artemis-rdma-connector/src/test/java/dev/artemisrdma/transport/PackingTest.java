@@ -196,6 +196,8 @@ class PackingTest {
                     ch.write(ByteBuffer.wrap(Peers.payload(5, i, 20)), false);
                 }
                 ch.flush();
+                // the accepted channel may still be finishing its side of the connection: writes wait for that
+                Peers.await("the ten frames to leave", 5_000, () -> TransportStats.of(ch).framesSent() == 10);
                 TransportStats s = TransportStats.of(ch);
                 assertEquals(10, s.framesSent());
                 assertEquals(0, s.framesPacked(), s.toString());
