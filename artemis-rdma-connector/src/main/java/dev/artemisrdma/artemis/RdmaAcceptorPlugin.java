@@ -88,8 +88,8 @@ public class RdmaAcceptorPlugin implements ActiveMQServerPlugin {
                     + "' name nothing; set them to the broker.xml acceptor and connector name(s) to put on RDMA");
         }
         Configuration configuration = server.getConfiguration();
-        ConnectorSwitch.apply(configuration.getConnectorConfigurations(), connectors);
-        SilentTcpCheck.check(configuration, Set.copyOf(connectors));
+        Set<String> switchedNow = ConnectorSwitch.apply(configuration.getConnectorConfigurations(), connectors);
+        SilentTcpCheck.check(configuration, switchedNow);
         Map<String, TransportConfiguration> configured = configuration.getAcceptorConfigurations()
                 .stream().collect(Collectors.toMap(TransportConfiguration::getName, tc -> tc, (a, b) -> b));
         for (String name : acceptors) {

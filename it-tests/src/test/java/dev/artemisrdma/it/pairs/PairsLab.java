@@ -27,6 +27,17 @@ final class PairsLab {
         }
     }
 
+    /**
+     * Not one connection attempt of the brokers' own links went through Netty's connector (not even a first attempt
+     * made before the broker plugins ran): read from each broker's log of every attempt.
+     */
+    static void assertNoNettyAttempt(PairBroker... brokers) {
+        for (PairBroker broker : brokers) {
+            assertEquals(0, broker.nettyAttempts(), "broker " + broker + " tried Netty TCP for its links: "
+                    + broker.firstNettyAttempts());
+        }
+    }
+
     private static String show(String kind) throws Exception {
         Process p = new ProcessBuilder("rdma", "resource", "show", kind).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
