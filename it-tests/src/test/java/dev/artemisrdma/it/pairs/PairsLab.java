@@ -38,6 +38,15 @@ final class PairsLab {
         }
     }
 
+    /** Deletes a test's broker data directory (best effort: a broker that did not stop may still hold files). */
+    static void deleteTree(java.nio.file.Path dir) {
+        try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(dir)) {
+            paths.sorted(java.util.Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+        } catch (java.io.IOException | java.io.UncheckedIOException e) {
+            System.out.println("could not delete " + dir + ": " + e);
+        }
+    }
+
     private static String show(String kind) throws Exception {
         Process p = new ProcessBuilder("rdma", "resource", "show", kind).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
