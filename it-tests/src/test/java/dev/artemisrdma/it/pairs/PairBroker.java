@@ -102,7 +102,8 @@ final class PairBroker implements AutoCloseable {
                     reports.add(line.substring(PairBrokerMain.REPORT.length()));
                 } else if (line.contains(PairBrokerMain.READY)) {
                     ready.countDown();
-                } else if ((line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
+                } else if (!line.contains(" DEBUG ") // the attempts' log (thread names carry AMQ229000 codes)
+                        && (line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
                         && !line.contains("AMQ222166")) { // not the sample's "no dead letter address" noise
                     System.out.println("[" + name + "] " + line);
                 }
