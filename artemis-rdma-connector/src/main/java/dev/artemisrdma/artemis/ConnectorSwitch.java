@@ -3,6 +3,7 @@ package dev.artemisrdma.artemis;
 import java.lang.invoke.MethodHandles;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeSet;
 
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
@@ -32,8 +33,14 @@ final class ConnectorSwitch {
         return connector != null && RDMA.equals(connector.getFactoryClassName());
     }
 
-    /** Switches each named connector; a missing one, a non-TCP one or one with a key RDMA does not know is refused. */
-    static void apply(Map<String, TransportConfiguration> connectors, List<String> names) {
+    /**
+     * Switches each named connector; a missing one, a non-TCP one or one with a key RDMA does not know is refused.
+     *
+     * @return the names switched now, that is those that were still TCP when the plugin ran (components deployed
+     *         before the plugin may already have used them); empty when the plugin runs again after a failback
+     */
+    static Set<String> apply(Map<String, TransportConfiguration> connectors, List<String> names) {
+        Set<String> switched = new TreeSet<>();
         for (String name : names) {
             TransportConfiguration connector = connectors.get(name);
             if (connector == null) {
@@ -49,9 +56,11 @@ final class ConnectorSwitch {
                     connector.getCombinedParams(), RdmaParameters.CONNECTOR_KEYS);
             if (!RDMA.equals(factory)) {
                 connector.setFactoryClassName(RDMA);
+                switched.add(name);
                 logger.info("RdmaAcceptorPlugin: connector '{}' ({}:{}) now connects over RDMA", name,
                         RdmaParameters.host(connector.getParams()), RdmaParameters.port(connector.getParams()));
             }
         }
+        return switched;
     }
 }

@@ -44,7 +44,10 @@ import org.slf4j.LoggerFactory;
  * none, the plugin sets {@code clusterConnection} on the acceptors it switches, and their clients receive the
  * cluster's topology (backups to fail over to, other nodes).
  *
- * <p><b>Connectors</b>: see {@link ConnectorSwitch} (switched in place, idempotent).
+ * <p><b>Connectors</b>: see {@link ConnectorSwitch} (switched in place, idempotent). A cluster connection's static
+ * connectors cannot be among them: Artemis's cluster controller connects to them while the cluster manager deploys,
+ * before plugins are registered, so they would first be tried over Netty TCP; they are switched with broker properties
+ * ({@code connectorConfigurations.NAME.factoryClassName}), which apply earlier, and the plugin refuses them.
  *
  * <p>A name that matches nothing, and any combination in which a link would silently stay on TCP
  * ({@link SilentTcpCheck}), stops the broker with an error saying why.
@@ -88,8 +91,8 @@ public class RdmaAcceptorPlugin implements ActiveMQServerPlugin {
                     + "' name nothing; set them to the broker.xml acceptor and connector name(s) to put on RDMA");
         }
         Configuration configuration = server.getConfiguration();
-        ConnectorSwitch.apply(configuration.getConnectorConfigurations(), connectors);
-        SilentTcpCheck.check(configuration, Set.copyOf(connectors));
+        Set<String> switchedNow = ConnectorSwitch.apply(configuration.getConnectorConfigurations(), connectors);
+        SilentTcpCheck.check(configuration, switchedNow);
         Map<String, TransportConfiguration> configured = configuration.getAcceptorConfigurations()
                 .stream().collect(Collectors.toMap(TransportConfiguration::getName, tc -> tc, (a, b) -> b));
         for (String name : acceptors) {

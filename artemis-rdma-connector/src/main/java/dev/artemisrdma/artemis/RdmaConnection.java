@@ -69,6 +69,8 @@ final class RdmaConnection implements Connection, ChannelHandler {
     private volatile Thread loopThread;
     private volatile RdmaChannel channel;
     private volatile RemotingConnection protocolConnection;
+    /** Failed by the peer or the fabric, not closed locally: its connector's client will try to reconnect. */
+    private volatile boolean lost;
 
     /**
      * @param endpointParams   parameters of the endpoint that made the connection; what a client needs to come back
@@ -154,11 +156,17 @@ final class RdmaConnection implements Connection, ChannelHandler {
     /** Reports the connection as failed, once, unless it was closed locally first. */
     private void reportLost(RdmaChannel ch, FabricException cause) {
         if (closed.compareAndSet(false, true)) {
+            lost = true;
             logger.debug("RDMA connection {} to {} lost: {}", ch.id(), ch.remoteAddress(),
                     cause == null ? "closed by the transport" : cause.getMessage());
             Object id = ch.id();
             listenerExecutor.execute(() -> listener.connectionDestroyed(id, true));
         }
+    }
+
+    /** True when the connection failed (peer gone, fabric error) rather than being closed by this side. */
+    boolean wasLost() {
+        return lost;
     }
 
     // ---- send side ----

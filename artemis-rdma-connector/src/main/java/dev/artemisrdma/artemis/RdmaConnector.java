@@ -9,7 +9,6 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.AddressingException;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import org.apache.activemq.artemis.spi.core.remoting.AbstractConnector;
@@ -36,7 +35,8 @@ final class RdmaConnector extends AbstractConnector {
     private ClientMetrics.Group metrics;
     private ScheduledFuture<?> batchFlusher;
     private volatile RdmaConnection lastConnection;
-    private volatile String lastAddressingError;
+    /** The last attempt failed: Artemis will retry with a new connector (see {@link #close()}). */
+    private volatile boolean attemptFailed;
 
     RdmaConnector(Map<String, Object> configuration, BufferHandler handler, ClientConnectionLifeCycleListener listener,
                   Executor closeExecutor, ScheduledExecutorService scheduler, ClientProtocolManager protocolManager) {
@@ -86,11 +86,10 @@ final class RdmaConnector extends AbstractConnector {
         try {
             ChannelHandler tracked = counting == null ? connection : counting.track(connection);
             channel = current.transport().connect(target, tracked);
-        } catch (AddressingException e) {
-            logAddressingError(e);
-            return null;
         } catch (FabricException | RuntimeException e) {
-            logger.debug("RDMA connector: cannot connect to {}: {}", target, e.getMessage());
+            // AddressingException among them: a configuration the fabric cannot serve is reported the same way
+            attemptFailed = true;
+            ConnectOutages.jvm().failed(target.toString(), e.getMessage());
             return null;
         }
         connection.bind(channel);
@@ -98,28 +97,17 @@ final class RdmaConnector extends AbstractConnector {
             counting.add(channel);
         }
         if (!channel.isOpen()) {
-            logger.debug("RDMA connector: connection {} to {} closed while connecting", channel.id(), target);
+            attemptFailed = true;
+            ConnectOutages.jvm().failed(target.toString(), "connection " + channel.id() + " closed while connecting");
             return null;
         }
+        attemptFailed = false;
+        ConnectOutages.jvm().connected(target.toString());
         listener.connectionCreated(null, connection, protocolManager);
         lastConnection = connection;
         scheduleBatchFlusher();
         logger.debug("RDMA connection {} to {} established", channel.id(), target);
         return connection;
-    }
-
-    /**
-     * A configuration the fabric cannot serve (unknown device, no route) is the operator's to fix: said once at warn
-     * (Artemis only reports "cannot connect"), then at debug while the client keeps retrying with the same result.
-     */
-    private void logAddressingError(AddressingException e) {
-        String message = e.getMessage();
-        if (!message.equals(lastAddressingError)) {
-            lastAddressingError = message;
-            logger.warn("RDMA connector: cannot connect to {}: {}", target, message);
-        } else {
-            logger.debug("RDMA connector: cannot connect to {}: {}", target, message);
-        }
     }
 
     private synchronized void scheduleBatchFlusher() {
@@ -133,6 +121,10 @@ final class RdmaConnector extends AbstractConnector {
         }
     }
 
+    /**
+     * Releases the lease on the shared transport. After a failed attempt or a lost connection Artemis retries with a
+     * new connector, so the transport is then left open briefly for that attempt instead of being rebuilt for it.
+     */
     @Override
     public synchronized void close() {
         if (batchFlusher != null) {
@@ -140,7 +132,12 @@ final class RdmaConnector extends AbstractConnector {
             batchFlusher = null;
         }
         if (lease != null) {
-            lease.close();
+            RdmaConnection last = lastConnection;
+            if (attemptFailed || (last != null && last.wasLost())) {
+                lease.closeRetrying();
+            } else {
+                lease.close();
+            }
             lease = null;
         }
     }

@@ -1,8 +1,14 @@
 package dev.artemisrdma.artemis;
 
 import java.lang.invoke.MethodHandles;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.Fabric;
@@ -23,6 +29,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Closing.</b> The last lease closes its transport, and the last transport the fabric, outside the global lock:
  * a close may wait for peers, and must not hold up every other acceptor and connector of the JVM meanwhile.
+ *
+ * <p><b>Reconnecting.</b> Artemis makes a new connector for every connection attempt and closes it when the attempt
+ * fails, so a client, bridge or cluster link retrying an unreachable peer every 100 ms would open and close a whole
+ * transport (fabric, completion loops, registered memory) each time. A lease closed {@linkplain Lease#closeRetrying()
+ * while its connector is retrying} therefore keeps its transport open for {@value #RETRY_LINGER_MS} ms without
+ * leases; the next attempt's {@link #acquire} takes it up again, and it closes once no attempt came in that time.
  */
 public final class RdmaRuntime {
 
@@ -35,6 +47,11 @@ public final class RdmaRuntime {
     private static Fabric fabric;
     /** Transports closing outside the lock: the fabric stays until they are done. */
     private static int closing;
+    /** How long a transport whose last lease was closed by a retrying connector stays open for the next attempt. */
+    static final long RETRY_LINGER_MS = 5_000;
+    private static ScheduledExecutorService lingerTimer;
+    /** Transports opened since the JVM started (diagnostics; tests count rebuilds with it). */
+    private static long opened;
 
     private RdmaRuntime() {
     }
@@ -65,21 +82,73 @@ public final class RdmaRuntime {
                 transports.remove(shared.settings);
                 closing++;
             }
-            Fabric unused = null;
-            try {
-                shared.transport.close();
-                logger.debug("RDMA transport with settings {} closed", shared.settings);
-            } finally {
-                synchronized (LOCK) {
-                    if (--closing == 0 && transports.isEmpty() && fabric != null) {
-                        unused = fabric;
-                        fabric = null;
-                    }
+            retire(shared);
+        }
+
+        /**
+         * Closes this lease for a connector whose connection attempt failed or whose connection was lost: Artemis
+         * will try again with a new connector, so the last lease leaves the transport open for
+         * {@value #RETRY_LINGER_MS} ms for it (see the class comment).
+         */
+        void closeRetrying() {
+            synchronized (LOCK) {
+                if (closed) {
+                    return;
+                }
+                closed = true;
+                if (--shared.leases > 0) {
+                    return;
+                }
+                if (lingerTimer == null) {
+                    lingerTimer = Executors.newSingleThreadScheduledExecutor(runnable -> {
+                        Thread thread = new Thread(runnable, "rdma-runtime-linger");
+                        thread.setDaemon(true);
+                        return thread;
+                    });
+                }
+                Shared lingering = shared;
+                lingering.pendingClose = lingerTimer.schedule(() -> closeIfUnused(lingering), RETRY_LINGER_MS,
+                        TimeUnit.MILLISECONDS);
+                logger.debug("RDMA transport with settings {} kept open {} ms for a retrying connector",
+                        lingering.settings, RETRY_LINGER_MS);
+            }
+        }
+    }
+
+    /** The linger of a transport ran out: closes it unless an attempt took it up again meanwhile. */
+    private static void closeIfUnused(Shared shared) {
+        synchronized (LOCK) {
+            if (shared.leases > 0 || shared.pendingClose == null || transports.get(shared.settings) != shared) {
+                return;
+            }
+            shared.pendingClose = null;
+            transports.remove(shared.settings);
+            closing++;
+        }
+        try {
+            retire(shared);
+        } catch (RuntimeException e) {
+            logger.warn("RDMA transport with settings {}: closing it after its linger failed: {}", shared.settings,
+                    e.toString());
+        }
+    }
+
+    /** Closes a transport taken out of the map (closing counted), and the fabric if it was the last one. */
+    private static void retire(Shared shared) {
+        Fabric unused = null;
+        try {
+            shared.transport.close();
+            logger.debug("RDMA transport with settings {} closed", shared.settings);
+        } finally {
+            synchronized (LOCK) {
+                if (--closing == 0 && transports.isEmpty() && fabric != null) {
+                    unused = fabric;
+                    fabric = null;
                 }
             }
-            if (unused != null) {
-                closeFabric(unused);
-            }
+        }
+        if (unused != null) {
+            closeFabric(unused);
         }
     }
 
@@ -87,6 +156,8 @@ public final class RdmaRuntime {
         final Map<String, Object> settings;
         final ChannelTransport transport;
         int leases;
+        /** The close scheduled when the last lease was closed by a retrying connector; null otherwise. */
+        ScheduledFuture<?> pendingClose;
 
         Shared(Map<String, Object> settings, ChannelTransport transport) {
             this.settings = settings;
@@ -118,7 +189,12 @@ public final class RdmaRuntime {
                     throw e;
                 }
                 transports.put(shared.settings, shared);
+                opened++;
                 logger.debug("RDMA transport opened with settings {}", settings);
+            }
+            if (shared.pendingClose != null) { // a retrying connector's next attempt: the transport stays
+                shared.pendingClose.cancel(false);
+                shared.pendingClose = null;
             }
             shared.leases++;
             return new Lease(shared);
@@ -164,6 +240,30 @@ public final class RdmaRuntime {
             }
         }
         return Class.forName(name, true, RdmaRuntime.class.getClassLoader());
+    }
+
+    /** Transports opened since the JVM started (for tests and diagnostics). */
+    static long transportsOpened() {
+        synchronized (LOCK) {
+            return opened;
+        }
+    }
+
+    /** Closes at once the transports kept open for retrying connectors (for tests). */
+    static void closeLingering() {
+        List<Shared> due = new ArrayList<>();
+        synchronized (LOCK) {
+            for (Shared shared : transports.values()) {
+                if (shared.leases == 0 && shared.pendingClose != null) {
+                    shared.pendingClose.cancel(false);
+                    shared.pendingClose = null;
+                    due.add(shared);
+                }
+            }
+            due.forEach(shared -> transports.remove(shared.settings));
+            closing += due.size();
+        }
+        due.forEach(RdmaRuntime::retire);
     }
 
     /** Number of open transports (for tests and diagnostics). */

@@ -23,7 +23,7 @@ final class SilentTcpCheck {
 
     /**
      * @param config            the broker configuration, connectors already switched
-     * @param switchedByPlugin  the connectors the plugin switches (after the cluster manager deployed)
+     * @param switchedByPlugin  the connectors the plugin switched now, still TCP when the cluster manager deployed
      */
     static void check(Configuration config, Set<String> switchedByPlugin) {
         Map<String, TransportConfiguration> connectors = config.getConnectorConfigurations();
@@ -62,6 +62,17 @@ final class SilentTcpCheck {
                             + " (connectorConfigurations.NAME.factoryClassName=" + RdmaConnectorFactory.class.getName()
                             + ") instead of the plugin's 'connectors'");
                 }
+            }
+        }
+        for (ClusterConnectionConfiguration cluster : config.getClusterConfigurations()) {
+            List<String> early = orEmpty(cluster.getStaticConnectors()).stream().filter(switchedByPlugin::contains)
+                    .toList();
+            if (!early.isEmpty()) {
+                refuse("cluster connection '" + cluster.getName() + "' connects to its static connectors " + early
+                        + " as soon as the cluster manager deploys, before any broker plugin runs, so its first"
+                        + " attempts would go over Netty TCP; switch them with broker properties instead of the"
+                        + " plugin's 'connectors': " + early.stream().map(name -> "connectorConfigurations." + name
+                        + ".factoryClassName=" + RdmaConnectorFactory.class.getName()).toList());
             }
         }
         for (BridgeConfiguration bridge : config.getBridgeConfigurations()) {

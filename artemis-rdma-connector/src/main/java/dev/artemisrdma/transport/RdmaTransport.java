@@ -105,7 +105,8 @@ public final class RdmaTransport implements AutoCloseable {
             String reason = Handshake.decodeReject(e.rejectData());
             FabricException why = new FabricException("rejected by " + describe(remote) + ": " + reason, e);
             ch.abortUnestablished(why, false);
-            LOG.warn("{}: connection {} {}", name, ch.id(), why.getMessage());
+            // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
+            LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
             throw why;
         } catch (FabricException | RuntimeException e) {
             ch.abortUnestablished(e instanceof FabricException ? (FabricException) e

@@ -34,7 +34,8 @@ import org.junit.jupiter.api.io.TempDir;
  * Two brokers from {@code config/pairs/cluster.xml} in one JVM, on the in-memory fabric: the cluster forms over
  * RDMA (topology of two nodes, each announcing its RDMA connector, both learned by a client of the RDMA acceptor),
  * messages produced on A are consumed on B in order, and after the consumer moves to A the rest is redistributed
- * back. Once with RdmaAcceptorPlugin's {@code connectors}, once with {@code config/pairs/cluster.properties}.
+ * back. Once as shipped (RdmaAcceptorPlugin for the acceptor, {@code cluster.properties} for the connectors), once
+ * with {@code config/pairs/cluster.properties} alone.
  */
 class ClusterOverRdmaTest {
 
@@ -106,10 +107,9 @@ class ClusterOverRdmaTest {
         Configuration config = EmbeddedBroker.testable(EmbeddedBroker.read("pairs/cluster.xml", Map.of(
                 "broker.name", name, "rdma.host", HOST, "rdma.port", Integer.toString(port),
                 "rdma.peer.host", HOST, "rdma.peer.port", Integer.toString(peerPort))), dataDir.resolve(name));
-        if (!brokerProperties) {
-            return EmbeddedBroker.start(config, null);
+        if (brokerProperties) { // the broker-properties route alone
+            new ArrayList<>(config.getBrokerPlugins()).forEach(config::unRegisterBrokerPlugin);
         }
-        new ArrayList<>(config.getBrokerPlugins()).forEach(config::unRegisterBrokerPlugin);
         return EmbeddedBroker.start(config, EmbeddedBroker.configDir().resolve("pairs/cluster.properties").toString());
     }
 

@@ -60,6 +60,11 @@ class PluginLinksTest {
         return cluster(name, "self", "peer");
     }
 
+    private void bridge(String name, String... statics) {
+        config.getBridgeConfigurations().add(new BridgeConfiguration().setName(name).setQueueName("q")
+                .setStaticConnectors(List.of(statics)));
+    }
+
     private void register(String acceptors, String connectors) {
         RdmaAcceptorPlugin plugin = new RdmaAcceptorPlugin();
         plugin.init(acceptors == null ? Map.of(RdmaAcceptorPlugin.CONNECTORS, connectors)
@@ -86,7 +91,8 @@ class PluginLinksTest {
         connector("peer", "tcp://10.0.0.2:61700");
         TransportConfiguration self = config.getConnectorConfigurations().get("self");
         acceptor("rdma", "tcp://10.0.0.1:61700?protocols=CORE");
-        cluster("c", "self", "peer");
+        cluster("c", "self"); // the announced connector: compared, never connected to by this broker
+        bridge("br", "peer");
 
         register("rdma", "self,peer");
 
@@ -105,7 +111,10 @@ class PluginLinksTest {
 
     @Test
     void registeringAgainAfterFailbackChangesNothing() throws Exception {
-        selfAndPeer("c", 61700);
+        connector("self", "tcp://10.0.0.1:61700");
+        connector("peer", "tcp://10.0.0.2:61700");
+        cluster("c", "self");
+        bridge("br", "peer");
         acceptor("rdma", "tcp://10.0.0.1:61700");
         register("rdma", "self,peer");
         String before = config.getConnectorConfigurations().toString() + config.getAcceptorConfigurations();
@@ -176,6 +185,26 @@ class PluginLinksTest {
     }
 
     @Test
+    void clusterStaticConnectorsSwitchedByThePluginAreRefused() throws Exception {
+        // the cluster controller connects to them during ClusterManager.deploy(), before plugins are registered
+        selfAndPeer("c", 61700);
+        String why = refusal(null, "self,peer");
+        assertTrue(why.contains("cluster connection 'c'") && why.contains("[peer]") && why.contains("Netty TCP")
+                && why.contains("connectorConfigurations.peer.factoryClassName=" + RDMA_CONNECTOR), why);
+    }
+
+    @Test
+    void clusterStaticConnectorsAlreadySwitchedByBrokerPropertiesAreAccepted() throws Exception {
+        selfAndPeer("c", 61700);
+        // as connectorConfigurations.NAME.factoryClassName would have before the cluster manager deployed
+        config.getConnectorConfigurations().values().forEach(c -> c.setFactoryClassName(RDMA_CONNECTOR));
+        acceptor("rdma", "tcp://10.0.0.1:61700");
+        register("rdma", "self,peer"); // listed again: validated, nothing to switch
+        assertEquals("c", config.getAcceptorConfigurations().iterator().next().getParams()
+                .get(RdmaParameters.CLUSTER_CONNECTION));
+    }
+
+    @Test
     void checkForActiveServerIsRefusedForPluginSwitchedConnectors() throws Exception {
         selfAndPeer("ha", 61700);
         config.setHAPolicyConfiguration(new org.apache.activemq.artemis.core.config.ha.ReplicatedPolicyConfiguration()
@@ -239,15 +268,35 @@ class PluginLinksTest {
                 Map.of("host", "other-host.invalid", "port", 1)));
     }
 
+    @Test
+    void clusterXmlWithItsConnectorsSwitchedByThePluginIsRefused() throws Exception {
+        Configuration parsed = EmbeddedBroker.read("pairs/cluster.xml", Map.of());
+        RdmaAcceptorPlugin plugin = (RdmaAcceptorPlugin) parsed.getBrokerPlugins().get(0);
+        plugin.init(Map.of(RdmaAcceptorPlugin.ACCEPTORS, "rdma", RdmaAcceptorPlugin.CONNECTORS, "self,peer"));
+        ActiveMQServer server = (ActiveMQServer) Proxy.newProxyInstance(ActiveMQServer.class.getClassLoader(),
+                new Class<?>[] {ActiveMQServer.class}, (proxy, method, args) -> switch (method.getName()) {
+                    case "getConfiguration" -> parsed;
+                    case "getServiceRegistry" -> registry;
+                    default -> throw new UnsupportedOperationException(method.getName());
+                });
+        String why = assertThrows(IllegalArgumentException.class, () -> plugin.registered(server)).getMessage();
+        assertTrue(why.contains("cluster connection 'rdma-cluster'") && why.contains("[peer]"), why);
+    }
+
     /** Every ready configuration of config/pairs parses (schema-checked) and puts all its links on RDMA. */
     @org.junit.jupiter.params.ParameterizedTest
     @org.junit.jupiter.params.provider.ValueSource(strings = {"cluster.xml", "primary.xml", "backup.xml",
             "bridge-source.xml", "bridge-target.xml"})
     void readyConfigurationsPutEveryLinkOnRdma(String file) throws Exception {
         Configuration parsed = EmbeddedBroker.read("pairs/" + file, Map.of());
-        if (file.equals("primary.xml") || file.equals("backup.xml")) { // as the broker applies it, before plugins
+        String properties = switch (file) { // as the broker applies them, before the cluster manager and plugins
+            case "primary.xml", "backup.xml" -> "replication.properties";
+            case "cluster.xml" -> "cluster.properties";
+            default -> null;
+        };
+        if (properties != null) {
             ((org.apache.activemq.artemis.core.config.impl.ConfigurationImpl) parsed).parseProperties(
-                    EmbeddedBroker.configDir().resolve("pairs/replication.properties").toString());
+                    EmbeddedBroker.configDir().resolve("pairs/" + properties).toString());
         }
         ActiveMQServer server = (ActiveMQServer) Proxy.newProxyInstance(ActiveMQServer.class.getClassLoader(),
                 new Class<?>[] {ActiveMQServer.class}, (proxy, method, args) -> switch (method.getName()) {

@@ -14,7 +14,9 @@ import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Predicate;
 
 /**
@@ -24,12 +26,19 @@ import java.util.function.Predicate;
  */
 final class PairBroker implements AutoCloseable {
 
+    /** Artemis's client session factory: logs "Trying to connect with connectorFactory=..." at debug per attempt. */
+    private static final String SESSION_FACTORY_LOGGER =
+            "org.apache.activemq.artemis.core.client.impl.ClientSessionFactoryImpl";
+    private static final String ATTEMPT = "Trying to connect with connectorFactory=";
+
     private final String name;
     private final List<String> args;
     private final Path log;
     private Process process;
     private PrintStream commands;
     private final BlockingQueue<String> reports = new LinkedBlockingQueue<>();
+    private final AtomicInteger nettyAttempts = new AtomicInteger();
+    private final List<String> firstNettyAttempts = new CopyOnWriteArrayList<>();
 
     private PairBroker(String name, List<String> args, Path log) {
         this.name = name;
@@ -59,6 +68,9 @@ final class PairBroker implements AutoCloseable {
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                 "-Dorg.slf4j.simpleLogger.log.dev.artemisrdma=info",
                 "-Dorg.slf4j.simpleLogger.log.org.apache.activemq.audit=warn",
+                // logs every connection attempt of the broker's own clients (cluster controller, cluster bridges,
+                // core bridges, the backup's link) with the connector factory it uses: see nettyAttempts()
+                "-Dorg.slf4j.simpleLogger.log." + SESSION_FACTORY_LOGGER + "=debug",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", System.getProperty("java.class.path"),
                 PairBrokerMain.class.getName()));
         command.addAll(args);
@@ -81,11 +93,17 @@ final class PairBroker implements AutoCloseable {
             while ((line = reader.readLine()) != null) {
                 Files.writeString(log, line + "\n", StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
                         java.nio.file.StandardOpenOption.APPEND);
+                if (line.contains(ATTEMPT) && line.contains("NettyConnectorFactory")) {
+                    if (nettyAttempts.incrementAndGet() <= 3) {
+                        firstNettyAttempts.add(line);
+                    }
+                }
                 if (line.startsWith(PairBrokerMain.REPORT)) {
                     reports.add(line.substring(PairBrokerMain.REPORT.length()));
                 } else if (line.contains(PairBrokerMain.READY)) {
                     ready.countDown();
-                } else if ((line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
+                } else if (!line.contains(" DEBUG ") // the attempts' log (thread names carry AMQ229000 codes)
+                        && (line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
                         && !line.contains("AMQ222166")) { // not the sample's "no dead letter address" noise
                     System.out.println("[" + name + "] " + line);
                 }
@@ -93,6 +111,19 @@ final class PairBroker implements AutoCloseable {
         } catch (IOException ignored) {
             // process gone
         }
+    }
+
+    /**
+     * How many connection attempts the broker's own clients (cluster controller and cluster bridges, core bridges,
+     * the backup's link to its primary) made with Netty's connector factory since the first start, from Artemis's
+     * own log of each attempt; with the first few attempts' log lines.
+     */
+    int nettyAttempts() {
+        return nettyAttempts.get();
+    }
+
+    List<String> firstNettyAttempts() {
+        return List.copyOf(firstNettyAttempts);
     }
 
     /** The broker's {@code LinkReport}, as a map. */

@@ -109,6 +109,7 @@ class PairsBridgeLabTest {
             System.out.println("site A: " + sourceReport);
             assertEquals("target:RdmaConnectorFactory", sourceReport.get("connectors"));
             assertEquals("0", sourceReport.get("inboundOther"));
+            PairsLab.assertNoNettyAttempt(a, b);
         }
         PairsLab.assertResourcesBack(baseline);
     }

@@ -27,11 +27,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Two broker processes from {@code config/pairs/cluster.xml}, node A on rxe0's address, node B on rxe1's: the cluster
+ * Two broker processes from {@code config/pairs/cluster.xml} with {@code cluster.properties}, node A on rxe0's address, node B on rxe1's: the cluster
  * connection runs over RDMA (each broker has no acceptor but its RDMA one, and every connection it accepted, the
  * peer's cluster links among them, is an RDMA connection that carried frames), ON_DEMAND load balancing sends what is
  * produced on A to the consumer on B, in order, once; when the consumer moves to A, the rest is redistributed back.
- * Afterwards the kernel's RDMA resource counts are back to the baseline. Message count: {@code -Dpairs.cluster.messages}
+ * Neither broker ever tried a link over Netty TCP, not even the cluster controller's first attempt, which starts
+ * before broker plugins run. Afterwards the kernel's RDMA resource counts are back to the baseline. Message count: {@code -Dpairs.cluster.messages}
  * (CI default 2,000; it-tests/bench/pairs-bench runs the issue's 10,000).
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
@@ -48,10 +49,10 @@ class PairsClusterLabTest {
         long started = System.nanoTime();
         try (PairBroker a = PairBroker.start("node-a", "cluster.xml", data.resolve("a"), false, props(
                 "broker.name", "node-a", "rdma.host", Lab.addr0(), "rdma.port", "" + portA,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB));
+                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "cluster.properties"));
              PairBroker b = PairBroker.start("node-b", "cluster.xml", data.resolve("b"), false, props(
                 "broker.name", "node-b", "rdma.host", Lab.addr1(), "rdma.port", "" + portB,
-                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portA))) {
+                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portA, "properties", "cluster.properties"))) {
             a.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
             b.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
             System.out.printf("cluster formed after %d ms%n", elapsedMillis(started));
@@ -100,6 +101,7 @@ class PairsClusterLabTest {
             assertEquals(expected, received, "every message once, in order");
             assertLinksOnRdma(a.report(), MESSAGES / 2);
             assertLinksOnRdma(b.report(), MESSAGES / 2);
+            PairsLab.assertNoNettyAttempt(a, b);
         }
         PairsLab.assertResourcesBack(baseline);
     }

@@ -27,6 +27,26 @@ final class PairsLab {
         }
     }
 
+    /**
+     * Not one connection attempt of the brokers' own links went through Netty's connector (not even a first attempt
+     * made before the broker plugins ran): read from each broker's log of every attempt.
+     */
+    static void assertNoNettyAttempt(PairBroker... brokers) {
+        for (PairBroker broker : brokers) {
+            assertEquals(0, broker.nettyAttempts(), "broker " + broker + " tried Netty TCP for its links: "
+                    + broker.firstNettyAttempts());
+        }
+    }
+
+    /** Deletes a test's broker data directory (best effort: a broker that did not stop may still hold files). */
+    static void deleteTree(java.nio.file.Path dir) {
+        try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(dir)) {
+            paths.sorted(java.util.Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+        } catch (java.io.IOException | java.io.UncheckedIOException e) {
+            System.out.println("could not delete " + dir + ": " + e);
+        }
+    }
+
     private static String show(String kind) throws Exception {
         Process p = new ProcessBuilder("rdma", "resource", "show", kind).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
