@@ -108,6 +108,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.send = new SendSide(config, id, remote,
                 effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(), repostBatch));
         this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
+        send.credits().offered(slots); // what localParams() offers
     }
 
     /**
@@ -724,6 +725,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             try {
                 send.credits().grant(receive.batchGranted());
+                send.credits().arrived(receive.batchArrived());
             } catch (FabricException e) {
                 receive.protocolError(e);
             }
