@@ -42,12 +42,13 @@ class PeerValidationTest {
 
     @Test
     void aPeerSendingBeyondItsCreditsIsDisconnectedAndTheServerServesOn() throws Exception {
-        // receives are reposted in groups of two, credit goes back in groups of eight: a peer that ignores its credits
-        // lands SENDs in receives whose credit it was never given
-        TransportConfig config = TransportConfig.builder().busyPollMicros(0).receiveSlots(16).creditThreshold(8)
-                .build();
+        // the server holds its credit back (autoRead off: back-pressure) but reposts what was consumed: a peer that
+        // ignores its credits lands SENDs in receives whose credit it was never given
+        TransportConfig config = TransportConfig.builder().busyPollMicros(0).receiveSlots(16).build();
         try (HostileServerFixture f = new HostileServerFixture(config);
              RawPeer peer = f.attacker()) {
+            Peers.await("the server's channel", 5000, () -> !f.channels.isEmpty());
+            f.channels.get(0).setAutoRead(false);
             peer.burst(200, 10); // 200 SENDs on 17 credits
             peer.awaitLost(5000);
             String why = f.closeCause(0).getMessage();
