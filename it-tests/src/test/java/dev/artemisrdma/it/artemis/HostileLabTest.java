@@ -58,7 +58,7 @@ class HostileLabTest {
     private ActiveMQConnectionFactory client;
     private String host;
     private int port;
-    private ProcessRdmaObjects baseline;
+    private KernelRdmaObjects baseline;
     private long heapBound;
     private long heapPeak;
     private long registeredPeak;
@@ -81,7 +81,8 @@ class HostileLabTest {
             baseline = settledObjects();
             long heapBaseline = broker.heap().get("heapAfterGc");
             heapBound = heapBaseline + REASSEMBLY_MEMORY + HEAP_SLACK;
-            figures.put("baseline", "heap after GC " + mib(heapBaseline) + ", kernel objects " + baseline);
+            figures.put("baseline", "heap after GC " + mib(heapBaseline) + ", kernel objects " + baseline
+                    + " (e.g. " + baseline.sample() + ")");
             broker.resetPeak();
 
             hugeFrameClaims();
@@ -180,9 +181,14 @@ class HostileLabTest {
     }
 
     private void moreSendsThanCredits() throws Exception {
-        List<RawVerbsPeer> peers = connected(1);
-        // 400 credit frames (no payload, no credit returned) on the 33 credits the broker offered
-        peers.get(0).burst(RawVerbsPeer.frame(FrameHeader.CREDIT, 0, 0, 0), 400);
+        // the peer says it posted 2 receives and never returns credit, so the broker can send it two credit frames
+        // at most; then 500 SENDs (credit frames of its own: no payload, no credit) on the 33 credits it was offered
+        // and what those two frames returned. Those beyond the broker's free receives wait (RNR, retried); those that
+        // land in receives the broker reposted but could not yet grant are the violation it sees.
+        RawVerbsPeer p = RawVerbsPeer.open(devices, host, port);
+        List<RawVerbsPeer> peers = List.of(p);
+        p.connect(Handshake.encodeConnect(new Handshake.Params(RawVerbsPeer.SLOT, 2, 4096, 0)));
+        p.burst(RawVerbsPeer.frame(FrameHeader.CREDIT, 0, 0, 0), 500);
         verdict("more SENDs than credits", peers, "beyond the receive credits it was granted");
     }
 
@@ -234,17 +240,21 @@ class HostileLabTest {
                 peers.add(p);
                 p.connectAndHold(RawVerbsPeer.honestHandshake());
             }
-            // while they hold: the broker has a queue pair and registered memory for each, within maxRegisteredMemory
+            // while they hold: a queue pair on each side and the broker's registered memory for each, within
+            // maxRegisteredMemory
             long deadline = System.currentTimeMillis() + 10_000;
-            ProcessRdmaObjects holding = ProcessRdmaObjects.of(broker.pid());
-            while (holding.counts().get("qp") < baseline.counts().get("qp") + n
+            KernelRdmaObjects holding = KernelRdmaObjects.now();
+            while (holding.counts().get("qp") < baseline.counts().get("qp") + 2 * n
                     && System.currentTimeMillis() < deadline) {
                 Thread.sleep(20);
-                holding = ProcessRdmaObjects.of(broker.pid());
+                holding = KernelRdmaObjects.now();
             }
             figures.put("handshakes never completed (while held)", holding.toString());
-            registeredPeak = Math.max(registeredPeak, holding.registeredBytes());
-            assertTrue(holding.registeredBytes() <= MAX_REGISTERED, "registered " + holding.registeredBytes());
+            assertEquals(baseline.counts().get("qp") + 2 * n, holding.counts().get("qp"), "queue pairs while held");
+            assertTrue(holding.foreignRegisteredBytes() > baseline.foreignRegisteredBytes(), "the broker registered "
+                    + "nothing for the held connections: " + holding);
+            registeredPeak = Math.max(registeredPeak, holding.foreignRegisteredBytes());
+            assertTrue(holding.foreignRegisteredBytes() <= MAX_REGISTERED, "registered while held: " + holding);
             for (RawVerbsPeer p : peers) {
                 String from = p.localAddress();
                 assertNotNull(broker.awaitLine(l -> l.contains("from " + from) && l.contains("did not complete its "
@@ -295,13 +305,13 @@ class HostileLabTest {
         wellBehavedClientIsServed(attack);
         Map<String, Long> stats = broker.heap();
         checkBounds(attack, stats);
-        ProcessRdmaObjects now = settledObjects();
+        KernelRdmaObjects now = settledObjects();
         assertEquals(baseline.connectionObjects(), now.connectionObjects(), attack
-                + ": the broker's queue pairs, cm ids, completion queues and protection domains after the attackers"
-                + " left");
+                + ": queue pairs, cm ids, completion queues and protection domains after the attackers left");
         // idle send slabs may have been deregistered (30 s): fewer memory regions, never more
-        assertTrue(now.memoryRegions() <= baseline.memoryRegions() && now.registeredBytes()
-                <= baseline.registeredBytes(), attack + ": memory regions " + now + " against baseline " + baseline);
+        assertTrue(now.memoryRegions() <= baseline.memoryRegions() && now.foreignRegisteredBytes()
+                <= baseline.foreignRegisteredBytes(), attack + ": memory regions " + now + " against baseline "
+                + baseline);
         figures.put(attack, what + "; heap after GC " + mib(stats.get("heapAfterGc")) + ", kernel " + now);
     }
 
@@ -310,10 +320,12 @@ class HostileLabTest {
         heapPeak = Math.max(heapPeak, heap);
         assertTrue(heap <= heapBound, when + ": the broker's heap after GC is " + mib(heap) + ", above "
                 + mib(heapBound));
-        long registered = ProcessRdmaObjects.of(broker.pid()).registeredBytes();
+        long registered = KernelRdmaObjects.now().foreignRegisteredBytes();
         registeredPeak = Math.max(registeredPeak, registered);
         assertTrue(registered <= MAX_REGISTERED, when + ": the broker process has " + registered
-                + " bytes registered, above maxRegisteredMemory " + MAX_REGISTERED);
+                + " bytes registered (the kernel's count), above maxRegisteredMemory " + MAX_REGISTERED);
+        long ours = stats.get("registeredMemoryBytes") + stats.get("sendPoolBytes");
+        assertTrue(ours <= MAX_REGISTERED, when + ": the acceptor's transport reports " + ours + " bytes registered");
         if (!when.endsWith("(while held)")) {
             return;
         }
@@ -343,16 +355,16 @@ class HostileLabTest {
     }
 
     /** The broker's kernel objects once its connections are gone and the counts have settled (bounded wait). */
-    private ProcessRdmaObjects settledObjects() throws InterruptedException {
+    private KernelRdmaObjects settledObjects() throws InterruptedException {
         long deadline = System.currentTimeMillis() + 20_000;
         while (broker.stats().get("connections") > 0 && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
         }
-        ProcessRdmaObjects last = ProcessRdmaObjects.of(broker.pid());
+        KernelRdmaObjects last = KernelRdmaObjects.now();
         while (System.currentTimeMillis() < deadline) {
             Thread.sleep(200);
-            ProcessRdmaObjects now = ProcessRdmaObjects.of(broker.pid());
-            if (now.equals(last) && (baseline == null || now.connectionObjects().equals(
+            KernelRdmaObjects now = KernelRdmaObjects.now();
+            if (now.sameAs(last) && (baseline == null || now.connectionObjects().equals(
                     baseline.connectionObjects()))) {
                 return now;
             }
