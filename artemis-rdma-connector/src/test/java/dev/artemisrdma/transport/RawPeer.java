@@ -97,8 +97,8 @@ final class RawPeer implements AutoCloseable {
     }
 
     /**
-     * Posts {@code n} whole frames of {@code size} bytes in one list, credits or not, and does not wait for them: a peer
-     * that ignores flow control. With the server's rnrRetryCount 7 those without a receive wait for one.
+     * Posts {@code n} whole frames of {@code size} bytes in one list, credits or not, and does not wait for them: a
+     * peer that ignores flow control. With the server's rnrRetryCount 7 those without a receive wait for one.
      */
     void burst(int n, int size) throws Exception {
         int at = RECEIVES * SLOT;

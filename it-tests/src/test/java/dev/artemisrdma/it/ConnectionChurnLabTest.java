@@ -16,7 +16,10 @@ import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** 1,000 connect/write/close cycles on the real rxe devices deliver every frame and leave nothing behind in the kernel. */
+/**
+ * 1,000 connect/write/close cycles on the real rxe devices deliver every frame written before each close and leave
+ * nothing behind in the kernel.
+ */
 @Timeout(value = 900, unit = TimeUnit.SECONDS)
 class ConnectionChurnLabTest {
 
