@@ -202,11 +202,18 @@ final class RdmaConnection implements Connection, ChannelHandler {
         send(buffer, true);
     }
 
-    /** Sends one whole packet and releases its buffer (the transport owns it from here, as with Netty). */
+    /**
+     * Sends one whole packet and releases its buffer (the transport owns it from here, as with Netty). Never throws
+     * into the calling broker thread: a packet the open channel refuses (larger than the peer accepts, no registered
+     * memory for it) fails this connection with the reason, because a Core stream with a packet missing is corrupt.
+     */
     private void send(ActiveMQBuffer buffer, boolean post) {
         ByteBuf bytes = buffer.byteBuf();
         RdmaChannel ch = channel;
         try {
+            if (closed.get() && ch.isOpen()) {
+                return; // failed by a refused packet: nothing after the gap may go out
+            }
             SendBuffer registered = bytes instanceof RegisteredByteBuf rb && rb.isOwnedBy(ch)
                     ? rb.takeSendBuffer() : null;
             if (registered != null) {
@@ -216,17 +223,43 @@ final class RdmaConnection implements Connection, ChannelHandler {
                 ch.write(bytes.nioBuffer(bytes.readerIndex(), bytes.readableBytes()), post);
                 COPIED_PACKETS.increment();
             }
-        } catch (FabricException | IllegalStateException e) {
+        } catch (FabricException e) {
             if (ch.isOpen()) {
-                logger.warn("RDMA connection {} to {}: packet not sent: {}", ch.id(), ch.remoteAddress(),
-                        e.getMessage(), e);
+                failOnRefusedPacket(ch, e.getMessage(), e);
             } else { // closed or failed: onClosed reports the loss; nothing can be sent any more
                 logger.debug("RDMA connection {} to {}: packet not sent, channel closed: {}", ch.id(),
                         ch.remoteAddress(), e.getMessage());
             }
+        } catch (RuntimeException e) {
+            failOnRefusedPacket(ch, "packet of " + bytes.readableBytes() + " bytes not sent: " + e, e);
         } finally {
             ReferenceCountUtil.release(bytes);
         }
+    }
+
+    /**
+     * The open channel refused a packet: the connection fails with {@code reason} (logged, and given to Artemis as
+     * the connection's exception, so a client's failover or the broker's log says why). The channel closes off the
+     * calling thread; later writes are dropped until it has.
+     */
+    private void failOnRefusedPacket(RdmaChannel ch, String reason, Exception e) {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        if (e instanceof FabricException) {
+            logger.error("RDMA connection {} to {}: {}; closing the connection", ch.id(), ch.remoteAddress(), reason);
+        } else {
+            logger.error("RDMA connection {} to {}: {}; closing the connection", ch.id(), ch.remoteAddress(), reason,
+                    e);
+        }
+        Object id = ch.id();
+        ActiveMQException failure = new ActiveMQInternalErrorException("RDMA connection " + id + " to "
+                + ch.remoteAddress() + ": " + reason, e);
+        listenerExecutor.execute(() -> {
+            ch.forceClose();
+            listener.connectionException(id, failure);
+            listener.connectionDestroyed(id, true);
+        });
     }
 
     @Override

@@ -26,6 +26,11 @@ final class CreditWindow {
     private int sendCredits;
     private int owed;
     private boolean returning = true;
+    /**
+     * Credits the peer holds for our receives: what our handshake offered plus what we returned since, less the
+     * SENDs that arrived. Below zero the peer sent without credit; -1 until {@link #offered} (nothing checked).
+     */
+    private long peerCredits = -1;
 
     CreditWindow(int threshold) {
         if (threshold < 1) {
@@ -60,6 +65,28 @@ final class CreditWindow {
                     + " unspent, more than the " + limit + " receives it advertised");
         }
         sendCredits = (int) after;
+    }
+
+    /** Our handshake offers the peer {@code receives} credits: the receives we post before it may send. */
+    void offered(int receives) {
+        peerCredits = receives;
+    }
+
+    /**
+     * {@code sends} SENDs of the peer arrived, each spending one of its credits.
+     *
+     * @throws FabricException when the peer has sent more than the credits it was granted (it ignores flow control;
+     *                         what landed did so in receives reposted before their credit went back)
+     */
+    void arrived(int sends) throws FabricException {
+        if (peerCredits < 0 || sends == 0) {
+            return;
+        }
+        peerCredits -= sends;
+        if (peerCredits < 0) {
+            throw new FabricException("protocol error: the peer sent " + (-peerCredits) + " SEND(s) beyond the "
+                    + "receive credits it was granted (it ignores credit flow control)");
+        }
     }
 
     /** Receives were reposted: their credit is owed to the peer. */
@@ -104,6 +131,9 @@ final class CreditWindow {
         int give = returnable();
         sendCredits--;
         owed -= give;
+        if (peerCredits >= 0) {
+            peerCredits += give; // counted before the SEND is posted: the peer cannot use it sooner
+        }
         return give;
     }
 

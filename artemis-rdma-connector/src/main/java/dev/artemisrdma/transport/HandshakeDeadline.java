@@ -55,6 +55,11 @@ final class HandshakeDeadline implements QueuePairEvents {
         if (!pending.compareAndSet(true, false)) {
             return;
         }
+        if (channel.state().tearingDown()) {
+            // already failing for a reason of its own (a peer may send before the passive side hears ESTABLISHED,
+            // and a protocol error then disconnects it first): its teardown goes on, with that reason
+            return;
+        }
         try {
             FabricException why = new FabricException("connection " + channel.id() + " from "
                     + RdmaTransport.describe(channel.remoteAddress()) + " did not complete its handshake within "

@@ -22,6 +22,10 @@ public interface RdmaChannel extends AutoCloseable {
      * A send buffer of at least {@code capacity} bytes in registered memory, owned by the caller until it is
      * passed to {@link #write(SendBuffer, boolean)} or {@link SendBuffer#release()}d. Encoding straight into it
      * avoids any copy on the send path.
+     *
+     * @throws IllegalArgumentException when {@code capacity} exceeds this side's maxFrameSize
+     * @throws SendMemoryException      when registered memory is refused (maxRegisteredMemory reached); the channel is
+     *                                  unharmed and the message names the key
      */
     SendBuffer allocate(int capacity);
 
@@ -32,11 +36,19 @@ public interface RdmaChannel extends AutoCloseable {
      * {@link #isWritable()} turns false until the backlog drains. Small frames that queued leave packed, several to
      * a SEND, when the peer reads that; each is still delivered as a frame of its own, in order.
      *
-     * @throws FabricException when the channel is closed or failed (the buffer is released)
+     * @throws FrameTooLargeException when the frame exceeds this side's maxFrameSize or the maximum the peer accepts:
+     *                                 refused, nothing sent, the channel unharmed (the buffer is released)
+     * @throws FabricException         when the channel is closed or failed (the buffer is released)
      */
     void write(SendBuffer buffer, boolean flush) throws FabricException;
 
-    /** Copies {@code frame}'s remaining bytes into registered memory and sends them as one frame. */
+    /**
+     * Copies {@code frame}'s remaining bytes into registered memory and sends them as one frame.
+     *
+     * @throws FrameTooLargeException as {@link #write(SendBuffer, boolean)}
+     * @throws FabricException        when the channel is closed or failed, or no registered memory can be had for the
+     *                                copy (the message names maxRegisteredMemory); nothing was sent
+     */
     void write(ByteBuffer frame, boolean flush) throws FabricException;
 
     /** Posts every frame written with {@code flush == false} so far. */

@@ -108,6 +108,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.send = new SendSide(config, id, remote,
                 effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(), repostBatch));
         this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
+        send.credits().offered(slots); // what localParams() offers
     }
 
     /**
@@ -418,6 +419,14 @@ final class RdmaChannelImpl implements RdmaChannel {
         return remote;
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * @throws IllegalArgumentException when {@code capacity} exceeds this side's maxFrameSize (no frame that large
+     *                                  could ever be written)
+     * @throws SendMemoryException      when no registered memory can be had (maxRegisteredMemory reached); the
+     *                                  channel is unharmed
+     */
     @Override
     public SendBuffer allocate(int capacity) {
         if (capacity > config.maxFrameSize()) {
@@ -427,8 +436,23 @@ final class RdmaChannelImpl implements RdmaChannel {
         try {
             return pool.allocate(capacity);
         } catch (FabricException e) {
-            throw new IllegalStateException("channel " + id + ": cannot allocate a send buffer: " + e.getMessage(), e);
+            throw new SendMemoryException(noSendMemory(capacity, e).getMessage(), e);
         }
+    }
+
+    /** Why a send buffer of {@code bytes} could not be had; the pool's reason names the key that raises the bound. */
+    private FabricException noSendMemory(int bytes, FabricException why) {
+        return new FabricException("channel " + id + " (peer " + describe(remote) + "): no registered memory for a "
+                + bytes + "-byte send buffer: " + why.getMessage(), why);
+    }
+
+    /** A frame this connection cannot carry: the message says whose maximum it exceeds and where to raise it. */
+    private FrameTooLargeException tooLarge(int length, int max) {
+        boolean peers = max < config.maxFrameSize();
+        return new FrameTooLargeException("channel " + id + " (peer " + describe(remote) + "): frame of " + length
+                + " bytes exceeds the maximum frame size " + max + (peers
+                ? " that the peer accepts (its handshake); raise maxFrameSize on the peer's side"
+                : " of this side; raise maxFrameSize (on both sides)"), length, max);
     }
 
     @Override
@@ -460,8 +484,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             int max = send.maxWritable();
             if (length > max) {
                 frame.releaseFromChannel();
-                throw new IllegalArgumentException("channel " + id + ": frame of " + length
-                        + " bytes exceeds the maximum frame size " + max);
+                throw tooLarge(length, max);
             }
             send.enqueue(frame);
             if (flush) {
@@ -477,13 +500,17 @@ final class RdmaChannelImpl implements RdmaChannel {
     public void write(ByteBuffer frame, boolean flush) throws FabricException {
         int length = frame.remaining();
         if (length > config.maxFrameSize()) {
-            throw new IllegalArgumentException("channel " + id + ": frame of " + length
-                    + " bytes exceeds the maximum frame size " + config.maxFrameSize());
+            throw tooLarge(length, config.maxFrameSize());
         }
         if (!isOpen()) {
             throw closedException();
         }
-        PooledBuffer.Lease b = pool.allocate(length);
+        PooledBuffer.Lease b;
+        try {
+            b = pool.allocate(length);
+        } catch (FabricException e) {
+            throw noSendMemory(length, e);
+        }
         b.buffer().put(frame.duplicate());
         write(b, flush);
     }
@@ -698,6 +725,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             try {
                 send.credits().grant(receive.batchGranted());
+                send.credits().arrived(receive.batchArrived());
             } catch (FabricException e) {
                 receive.protocolError(e);
             }

@@ -46,6 +46,7 @@ final class ReceiveSide {
 
     // one batch of completions
     private int batchReceived;
+    private int batchArrived;
     private int batchGranted;
     private int batchSendSlot = -1;
     private boolean batchDelivered;
@@ -100,6 +101,7 @@ final class ReceiveSide {
             noteFailure(status, "receive");
             return;
         }
+        batchArrived++;
         if ((tearingDown && !deliverWhileDraining) || batchProtocolError != null) {
             return;
         }
@@ -205,6 +207,11 @@ final class ReceiveSide {
         return batchReceived;
     }
 
+    /** SENDs of the peer that arrived in this batch (successful receives; flushes excluded). */
+    int batchArrived() {
+        return batchArrived;
+    }
+
     int batchGranted() {
         return batchGranted;
     }
@@ -243,6 +250,7 @@ final class ReceiveSide {
 
     void resetBatch() {
         batchReceived = 0;
+        batchArrived = 0;
         batchGranted = 0;
         batchSendSlot = -1;
         batchDelivered = false;

@@ -222,9 +222,15 @@ class ChannelFailureTest {
     void oversizedFramesAreRefusedAndTheSmallerMaximumWins() throws Exception {
         TransportConfig small = strict().toBuilder().maxFrameSize(10_000).build();
         try (Connection c = new Connection(small, strict())) {
-            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+            FrameTooLargeException e = assertThrows(FrameTooLargeException.class,
                     () -> c.client.write(ByteBuffer.allocate(10_001), true));
-            assertTrue(e.getMessage().contains("exceeds the maximum frame size 10000"), e.getMessage());
+            // the client's largest frame is the server's 10,000: the server's handshake said so
+            assertTrue(e.getMessage().contains("exceeds the maximum frame size 10000 that the peer accepts")
+                    && e.getMessage().contains("raise maxFrameSize on the peer's side"), e.getMessage());
+            FrameTooLargeException own = assertThrows(FrameTooLargeException.class,
+                    () -> c.serverChannel.write(ByteBuffer.allocate(10_001), true));
+            assertTrue(own.getMessage().contains("10000 of this side"), own.getMessage());
+            assertTrue(c.serverChannel.isOpen(), "a refused frame leaves the channel open");
             c.client.write(ByteBuffer.allocate(10_000), true);
             Peers.await("frame", 5000, () -> c.serverSide.count() == 1);
             assertThrows(IllegalArgumentException.class, () -> c.serverChannel.allocate(10_001));

@@ -17,6 +17,7 @@ final class HostileServerFixture implements AutoCloseable {
     final RdmaTransport server;
     final RdmaServer listener;
     final List<Peers.Recorder> accepted = new CopyOnWriteArrayList<>();
+    final List<RdmaChannel> channels = new CopyOnWriteArrayList<>();
     private final RdmaTransport client;
 
     HostileServerFixture(TransportConfig serverConfig) throws FabricException {
@@ -25,6 +26,7 @@ final class HostileServerFixture implements AutoCloseable {
         listener = server.listen(Peers.serverAddress(), ch -> {
             Peers.Recorder r = new Peers.Recorder();
             accepted.add(r);
+            channels.add(ch);
             return r;
         });
     }

@@ -41,6 +41,24 @@ class PeerValidationTest {
     }
 
     @Test
+    void aPeerSendingBeyondItsCreditsIsDisconnectedAndTheServerServesOn() throws Exception {
+        // the server holds its credit back (autoRead off: back-pressure) but reposts what was consumed: a peer that
+        // ignores its credits lands SENDs in receives whose credit it was never given
+        TransportConfig config = TransportConfig.builder().busyPollMicros(0).receiveSlots(16).build();
+        try (HostileServerFixture f = new HostileServerFixture(config);
+             RawPeer peer = f.attacker()) {
+            Peers.await("the server's channel", 5000, () -> !f.channels.isEmpty());
+            f.channels.get(0).setAutoRead(false);
+            peer.burst(200, 10); // 200 SENDs on 17 credits
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("protocol error") && why.contains("beyond the receive credits it was granted")
+                    && why.contains("10.77.0.2"), why);
+            f.assertStillServes(1000);
+        }
+    }
+
+    @Test
     void bogusHandshakeValuesAreRefusedWithTheReason() throws Exception {
         int[][] bogus = {
             {1 << 30, 64, 64 << 20},           // receive slots of 1 GiB

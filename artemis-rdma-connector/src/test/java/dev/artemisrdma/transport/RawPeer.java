@@ -96,6 +96,22 @@ final class RawPeer implements AutoCloseable {
         awaitSendCompletion();
     }
 
+    /**
+     * Posts {@code n} whole frames of {@code size} bytes in one list, credits or not, and does not wait for them: a
+     * peer that ignores flow control. With the server's rnrRetryCount 7 those without a receive wait for one.
+     */
+    void burst(int n, int size) throws Exception {
+        int at = RECEIVES * SLOT;
+        ByteBuffer area = memory.buffer();
+        FrameHeader.write(area, at, FrameHeader.FIRST | FrameHeader.LAST, 0, size);
+        SendList list = new SendList(n, n);
+        for (int i = 0; i < n; i++) {
+            list.addSend(nextWrId++, SendList.FLAG_SIGNALED).addSge(memory.address() + at, FrameHeader.LENGTH + size,
+                    memory.lkey());
+        }
+        qp.postSend(list);
+    }
+
     /** Sends a fragment of a frame: {@code first} carries the whole frame's length, later ones their offset. */
     void fragment(boolean first, boolean last, int lengthOrOffset, int size) throws Exception {
         int flags = (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0);

@@ -1,0 +1,107 @@
+package dev.artemisrdma.it.artemis;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * The RDMA kernel objects of the machine, as {@code rdma resource show <type>} lists them, one line per object:
+ * counts of pd, cq, qp, cm_id and mr, and the bytes pinned by the memory regions that this JVM does not own.
+ *
+ * <p>The kernel names an object's owner by the id of the <em>thread</em> that created it ({@code pid} is
+ * {@code task_pid_vnr} of that task, and is left out once the thread has exited), so objects cannot be summed per
+ * process. This JVM's are those whose {@code pid} is one of its live threads; everything else (the broker process's,
+ * and any of ours whose thread is gone) counts as the broker's: an upper bound, which is what a bound check needs.
+ */
+record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredBytes, String sample) {
+
+    private static final String[] TYPES = {"pd", "cq", "qp", "cm_id", "mr"};
+    private static final Pattern PID = Pattern.compile("\\bpid (\\d+)\\b");
+    private static final Pattern MRLEN = Pattern.compile("\\bmrlen (\\d+)\\b");
+
+    static KernelRdmaObjects now() {
+        Set<Long> ours = ourThreads();
+        Map<String, Integer> counts = new TreeMap<>();
+        long foreign = 0;
+        String sample = "";
+        for (String type : TYPES) {
+            int n = 0;
+            for (String line : run("rdma", "resource", "show", type).split("\n")) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                n++;
+                if (!type.equals("mr")) {
+                    continue;
+                }
+                Matcher len = MRLEN.matcher(line);
+                if (!len.find()) {
+                    throw new IllegalStateException("'rdma resource show mr' printed no mrlen: " + line);
+                }
+                Matcher pid = PID.matcher(line);
+                if (!pid.find() || !ours.contains(Long.parseLong(pid.group(1)))) {
+                    foreign += Long.parseLong(len.group(1));
+                    sample = line.trim();
+                }
+            }
+            counts.put(type, n);
+        }
+        return new KernelRdmaObjects(counts, foreign, sample);
+    }
+
+    /** The objects connections own (qp, cm_id, cq) and the protection domains; memory regions are compared apart. */
+    Map<String, Integer> connectionObjects() {
+        Map<String, Integer> objects = new TreeMap<>(counts);
+        objects.remove("mr");
+        return objects;
+    }
+
+    int memoryRegions() {
+        return counts.get("mr");
+    }
+
+    private static Set<Long> ourThreads() {
+        Set<Long> ids = new HashSet<>();
+        try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+            tasks.forEach(t -> ids.add(Long.parseLong(t.getFileName().toString())));
+        } catch (IOException e) {
+            throw new IllegalStateException("cannot list this JVM's threads in /proc/self/task", e);
+        }
+        return ids;
+    }
+
+    private static String run(String... command) {
+        try {
+            Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+                throw new IllegalStateException(String.join(" ", command) + " failed: " + out);
+            }
+            return out;
+        } catch (IOException e) {
+            throw new IllegalStateException("cannot run " + String.join(" ", command) + " (iproute2 installed?)", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Equal counts and foreign bytes (the sample line is not compared). */
+    boolean sameAs(KernelRdmaObjects other) {
+        return counts.equals(other.counts) && foreignRegisteredBytes == other.foreignRegisteredBytes;
+    }
+
+    @Override
+    public String toString() {
+        return counts + ", " + foreignRegisteredBytes + " bytes registered outside this JVM";
+    }
+}
