@@ -46,6 +46,8 @@ final class ReceiveSide {
 
     // one batch of completions
     private int batchReceived;
+    private int batchSharedConsumed;
+    private boolean batchCreditWanted;
     private int batchGranted;
     private int batchSendSlot = -1;
     private boolean batchDelivered;
@@ -96,21 +98,40 @@ final class ReceiveSide {
      */
     void onReceive(int slot, int status, int byteLength, boolean tearingDown, boolean deliverWhileDraining) {
         batchReceived++;
+        if (consume(this.slotView, slot * slotSize, status, byteLength, tearingDown, deliverWhileDraining)) {
+            addReceive(repost, slot);
+        }
+    }
+
+    /**
+     * One receive completion from the completion loop's shared pool: the SEND is at {@code base} of the pool's
+     * {@code poolView}; the pool reposts the slot whatever happens here, and decides what credit it gives back.
+     */
+    void onSharedReceive(ByteBuffer poolView, int base, int status, int byteLength, boolean tearingDown,
+                         boolean deliverWhileDraining) {
+        batchSharedConsumed++;
+        consume(poolView, base, status, byteLength, tearingDown, deliverWhileDraining);
+    }
+
+    /** Reads one SEND at {@code base} of {@code slotView}; true when its slot is to be reposted. */
+    private boolean consume(ByteBuffer slotView, int base, int status, int byteLength, boolean tearingDown,
+                            boolean deliverWhileDraining) {
         if (status != WcStatus.SUCCESS) {
             noteFailure(status, "receive");
-            return;
+            return false;
         }
         if ((tearingDown && !deliverWhileDraining) || batchProtocolError != null) {
-            return;
+            return false;
         }
-        int base = slot * slotSize;
-        ByteBuffer slotView = this.slotView;
         try {
             if (byteLength < FrameHeader.LENGTH) {
                 throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
             }
             int flags = FrameHeader.flags(slotView, base);
             batchGranted += FrameHeader.credits(slotView, base);
+            if ((FrameHeader.hints(slotView, base) & FrameHeader.HINT_CREDIT_WANTED) != 0) {
+                batchCreditWanted = true;
+            }
             if ((flags & FrameHeader.CLOSE) != 0) {
                 remoteClosing = true;
             }
@@ -126,11 +147,12 @@ final class ReceiveSide {
                 }
                 slotView.clear();
             }
-            addReceive(repost, slot);
+            return true;
         } catch (FabricException e) {
             slotView.clear();
             batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
                     + "): " + e.getMessage(), e);
+            return false;
         }
     }
 
@@ -205,6 +227,16 @@ final class ReceiveSide {
         return batchReceived;
     }
 
+    /** Receives of the shared pool this batch consumed (each one a credit of ours the peer spent). */
+    int batchSharedConsumed() {
+        return batchSharedConsumed;
+    }
+
+    /** A SEND of this batch said the peer has frames waiting for credit. */
+    boolean batchCreditWanted() {
+        return batchCreditWanted;
+    }
+
     int batchGranted() {
         return batchGranted;
     }
@@ -243,6 +275,8 @@ final class ReceiveSide {
 
     void resetBatch() {
         batchReceived = 0;
+        batchSharedConsumed = 0;
+        batchCreditWanted = false;
         batchGranted = 0;
         batchSendSlot = -1;
         batchDelivered = false;
