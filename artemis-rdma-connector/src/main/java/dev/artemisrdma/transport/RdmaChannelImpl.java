@@ -164,6 +164,16 @@ final class RdmaChannelImpl implements RdmaChannel {
         return sharesReceives;
     }
 
+    /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
+    SharedReceivePool sharedPool() {
+        lock.lock();
+        try {
+            return sharedAllocation == null || memory == null ? null : sharedPool;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
     void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
         this.sharedPool = pool;

@@ -304,9 +304,13 @@ final class SharedReceivePool implements AutoCloseable {
         }
         try {
             srq.close();
-        } finally {
-            memory.close();
+        } catch (RuntimeException e) {
+            // receives still posted point into the memory: leaking it is safe, deregistering it is not
+            LOG.error("{}: destroying the shared receive queue failed; its {} bytes stay registered", name,
+                    memory.length(), e);
+            return;
         }
+        memory.close();
         LOG.debug("{}: shared receive queue destroyed", name);
     }
 

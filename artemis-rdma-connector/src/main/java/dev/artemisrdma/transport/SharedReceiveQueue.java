@@ -26,6 +26,10 @@ public interface SharedReceiveQueue extends AutoCloseable {
     default void armLimit(int limit) throws FabricException {
     }
 
+    /**
+     * Destroys the queue. Throws {@link IllegalStateException} when the device refused (a queue pair still uses it):
+     * its receives are then still posted, so their memory must stay registered.
+     */
     @Override
     void close();
 }

@@ -92,18 +92,26 @@ public final class IbvSharedReceiveQueue implements AutoCloseable {
         }
     }
 
-    /** ibv_destroy_srq; idempotent. */
+    /**
+     * ibv_destroy_srq; idempotent. When it fails (EBUSY: a queue pair still uses it) the queue stays alive with its
+     * receives posted: {@link #isDestroyed()} stays false, and the memory they point into must not be deregistered.
+     */
     @Override
     public synchronized void close() {
         if (destroyed) {
             return;
         }
-        destroyed = true;
         int rc = IbVerbs.ibv_destroy_srq(srq);
         if (rc != 0) {
-            org.slf4j.LoggerFactory.getLogger(IbvSharedReceiveQueue.class).warn(
-                    "ibv_destroy_srq failed on {}: {} (a queue pair still uses it?)", device.name(),
-                    Errno.describe(rc));
+            org.slf4j.LoggerFactory.getLogger(IbvSharedReceiveQueue.class).error(
+                    "ibv_destroy_srq failed on {}: {} (a queue pair still uses it?); its memory stays registered",
+                    device.name(), Errno.describe(rc));
+            return;
         }
+        destroyed = true;
+    }
+
+    public boolean isDestroyed() {
+        return destroyed;
     }
 }

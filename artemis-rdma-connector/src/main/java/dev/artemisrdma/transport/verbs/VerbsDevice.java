@@ -70,7 +70,11 @@ final class VerbsDevice implements FabricDevice {
     void closeResources() {
         for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
             if (resource instanceof Srq srq) {
-                srq.close();
+                try {
+                    srq.close();
+                } catch (RuntimeException ignored) {
+                    // logged by the binding; its memory is then left registered (the process is ending)
+                }
             }
         }
         for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
@@ -179,8 +183,12 @@ final class VerbsDevice implements FabricDevice {
 
         @Override
         public void close() {
-            live.remove(this);
             srq.close();
+            if (!srq.isDestroyed()) {
+                throw new IllegalStateException("ibv_destroy_srq failed on " + name()
+                        + ": the shared receive queue is still in use");
+            }
+            live.remove(this);
             if (requests != null) {
                 requests.close();
             }
