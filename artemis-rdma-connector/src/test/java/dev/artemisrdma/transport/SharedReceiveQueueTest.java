@@ -181,6 +181,30 @@ class SharedReceiveQueueTest {
         }
     }
 
+    @Test
+    void theKeysParseValidateAndKeepTheirDerivedDefault() {
+        TransportConfig d = TransportConfig.defaults();
+        assertTrue(d.sharedReceiveQueue(), "a broker's acceptor shares receives by default");
+        assertEquals(512, d.sharedReceiveSlots());
+        TransportConfig c = TransportConfig.fromMap(Map.of("sharedReceiveQueue", "false", "sharedReceiveSlots", "64"));
+        assertFalse(c.sharedReceiveQueue());
+        assertEquals(64, c.sharedReceiveSlots());
+        // unset, the pool fits a small completion queue beside one connection's sends, and stays derived
+        TransportConfig small = TransportConfig.builder().completionQueueEntries(64).sendQueueDepth(24)
+                .receiveSlots(8).build();
+        assertEquals(40, small.sharedReceiveSlots());
+        assertEquals(512, small.toBuilder().completionQueueEntries(16384).build().sharedReceiveSlots());
+        IllegalArgumentException bad = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("sharedReceiveQueue", "yes")));
+        assertTrue(bad.getMessage().startsWith("sharedReceiveQueue:"), bad.getMessage());
+        IllegalArgumentException big = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.builder().completionQueueEntries(1024).sharedReceiveSlots(1000).build());
+        assertTrue(big.getMessage().contains("sharedReceiveSlots"), big.getMessage());
+        IllegalArgumentException tiny = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.builder().sharedReceiveSlots(2).build());
+        assertTrue(tiny.getMessage().startsWith("sharedReceiveSlots:"), tiny.getMessage());
+    }
+
     private static SharedReceivePool poolOf(RdmaTransport transport) throws Exception {
         java.lang.reflect.Field f = RdmaTransport.class.getDeclaredField("devices");
         f.setAccessible(true);
