@@ -832,7 +832,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         if (consumed == 0 && !wanted) {
             return;
         }
-        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted);
+        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted, send.credits().owed());
         if (granted < 0) {
             receive.protocolError(new FabricException("protocol error: the peer sent " + consumed + " SENDs with "
                     + "fewer credits granted (it would take receives promised to other connections)"));

@@ -211,16 +211,18 @@ final class SharedReceivePool implements AutoCloseable {
      * {@code consumed} of the connection's credits were spent (their receives are reposted already): how many
      * credits it is granted now. It keeps its allocation, grows while it asks and the pool has spare, and gives
      * consumed credit back to the pool when others are waiting and it did not ask. -1: the peer spent more credits
-     * than it was granted (a protocol error that fails its connection).
+     * than it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its
+     * connection, since the receives it took were promised to others).
      */
-    synchronized int regrant(Allocation a, int consumed, boolean wanted) {
+    synchronized int regrant(Allocation a, int consumed, boolean wanted, int owed) {
         if (a.released) {
             return 0;
         }
         int kept = a.credits; // before this batch's consumption
         int after = kept - consumed;
         int others = committed - Math.max(kept, minimum);
-        if (after < 0) {
+        // credits sent and not yet spent are kept - owed (owed only shrinks as we send it, so a late check is lenient)
+        if (consumed > kept - owed) {
             // the peer sent without credit: it took receives promised to others; its connection must fail
             a.credits = 0;
             committed = others + minimum;

@@ -182,6 +182,41 @@ class SharedReceiveQueueTest {
     }
 
     @Test
+    void aPeerThatSpendsCreditItWasNeverSentFailsAloneAndTheOthersGoOn() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig serverConfig = base().sharedReceiveSlots(64).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            Map<String, RdmaChannel> serverChannels = new ConcurrentHashMap<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                sides.put(ch.remoteAddress().toString(), r);
+                serverChannels.put(ch.remoteAddress().toString(), ch);
+                ch.setAutoRead(false); // hold the credits back: the peer keeps only its initial 4
+                return r;
+            });
+            RdmaChannel honest = client.connect(s.localAddress(), new Peers.Recorder());
+            byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
+                    Handshake.FEATURE_CREDIT_GROWTH, RawPeer.RECEIVES));
+            try (RawPeer cheat = RawPeer.connect(fabric, s.localAddress(), grows)) {
+                assertEquals(TransportConfig.SHARED_MIN_CREDITS, cheat.server().initialCredits());
+                cheat.burstIgnoringCredits(12, 100); // 8 receives promised to others
+                cheat.awaitLost(5000);
+            }
+            serverChannels.get(honest.localAddress().toString()).setAutoRead(true);
+            for (int f = 0; f < 50; f++) {
+                honest.write(ByteBuffer.wrap(Peers.payload(7, f, 300)), true);
+            }
+            Peers.Recorder r = awaitSide(sides, honest);
+            Peers.await("the honest client's frames", 10_000, () -> r.count() == 50);
+            assertEquals(1, server.channelCount(), "only the cheat was dropped");
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    @Test
     void theKeysParseValidateAndKeepTheirDerivedDefault() {
         TransportConfig d = TransportConfig.defaults();
         assertTrue(d.sharedReceiveQueue(), "a broker's acceptor shares receives by default");
