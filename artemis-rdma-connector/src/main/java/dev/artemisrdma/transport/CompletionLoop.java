@@ -68,7 +68,7 @@ final class CompletionLoop implements Runnable {
     /** Created with the first channel that shares receives; destroyed after its queue pairs, before the queue. */
     private volatile SharedReceivePool pool;
     /** Channels on the shared pool by queue pair number: its receive completions name no channel. */
-    private final java.util.Map<Integer, RdmaChannelImpl> byQueuePair = new java.util.concurrent.ConcurrentHashMap<>();
+    private final QueuePairTable byQueuePair = new QueuePairTable();
     private final Consumer<CompletionLoop> onFailure;
 
     CompletionLoop(String name, FabricDevice device, TransportConfig config) {
