@@ -117,4 +117,14 @@
   ABI(PORT_ATTR_LINK_LAYER, offsetof(struct ibv_port_attr, link_layer)) \
   ABI(SOCKADDR_IN_SIZE, sizeof(struct sockaddr_in)) \
   ABI(SOCKADDR_IN6_SIZE, sizeof(struct sockaddr_in6)) \
-  ABI(SOCKADDR_STORAGE_SIZE, sizeof(struct sockaddr_storage))
+  ABI(SOCKADDR_STORAGE_SIZE, sizeof(struct sockaddr_storage)) \
+  ABI(SRQ_INIT_ATTR_SIZE, sizeof(struct ibv_srq_init_attr)) \
+  ABI(SRQ_INIT_ATTR_MAX_WR, offsetof(struct ibv_srq_init_attr, attr.max_wr)) \
+  ABI(SRQ_INIT_ATTR_MAX_SGE, offsetof(struct ibv_srq_init_attr, attr.max_sge)) \
+  ABI(SRQ_INIT_ATTR_SRQ_LIMIT, offsetof(struct ibv_srq_init_attr, attr.srq_limit)) \
+  ABI(SRQ_ATTR_SIZE, sizeof(struct ibv_srq_attr)) \
+  ABI(SRQ_ATTR_MAX_WR, offsetof(struct ibv_srq_attr, max_wr)) \
+  ABI(SRQ_ATTR_SRQ_LIMIT, offsetof(struct ibv_srq_attr, srq_limit)) \
+  ABI(SRQ_CONTEXT, offsetof(struct ibv_srq, context)) \
+  ABI(DEVICE_ATTR_MAX_SRQ, offsetof(struct ibv_device_attr, max_srq)) \
+  ABI(DEVICE_ATTR_MAX_SRQ_WR, offsetof(struct ibv_device_attr, max_srq_wr))

@@ -64,6 +64,15 @@ static jint JNICALL req_notify_cq(JNIEnv *env, jclass cls, jlong cq, jint solici
 	return ibv_req_notify_cq((struct ibv_cq *)(intptr_t)cq, solicited_only);
 }
 
+/* ibv_post_srq_recv: receives for a shared receive queue (static inline, like the others). */
+static jint JNICALL post_srq_recv(JNIEnv *env, jclass cls, jlong srq, jlong wr, jlong bad_wr)
+{
+	(void)env;
+	(void)cls;
+	return ibv_post_srq_recv((struct ibv_srq *)(intptr_t)srq, (struct ibv_recv_wr *)(intptr_t)wr,
+				 (struct ibv_recv_wr **)(intptr_t)bad_wr);
+}
+
 EXPORT int ardma_abi_count(void);
 
 static jint JNICALL abi_count(JNIEnv *env, jclass cls)
@@ -80,6 +89,7 @@ static const JNINativeMethod data_path_methods[] = {
 	{ "pollCqSpin", "(JIJI)I", (void *)poll_cq_spin },
 	{ "reqNotifyCq", "(JI)I", (void *)req_notify_cq },
 	{ "abiCount", "()I", (void *)abi_count },
+	{ "postSrqRecv", "(JJJ)I", (void *)post_srq_recv },
 };
 
 /*

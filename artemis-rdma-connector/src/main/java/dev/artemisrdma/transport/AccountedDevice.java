@@ -62,6 +62,11 @@ final class AccountedDevice implements FabricDevice {
     }
 
     @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
+        return device.createSharedReceiveQueue(maxReceives); // its receive buffers are registered (and counted) apart
+    }
+
+    @Override
     public String toString() {
         return device.toString();
     }

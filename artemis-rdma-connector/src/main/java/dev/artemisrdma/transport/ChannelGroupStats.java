@@ -5,7 +5,8 @@ import java.util.Set;
 
 /**
  * Running totals over a group of channels (one acceptor's, one connection factory's): the live channels' counters
- * plus those of the channels that already closed, so every total only grows. Channels not made by
+ * plus those of the channels that already closed, so every total only grows. Registered bytes are the live channels'
+ * own registrations plus each shared receive pool they use, counted once. Channels not made by
  * {@link RdmaTransport} (test stand-ins) are counted as connections only.
  *
  * <p>Thread-safe. A snapshot walks the live channels, so it costs O(connections): meant for scrapes, not the data
@@ -38,10 +39,15 @@ public final class ChannelGroupStats {
         Totals t = new Totals();
         t.plus(closed);
         long registered = 0;
+        Set<SharedReceivePool> pools = new HashSet<>();
         for (RdmaChannel channel : live) {
             if (channel instanceof RdmaChannelImpl) {
                 t.add((RdmaChannelImpl) channel);
                 registered += ((RdmaChannelImpl) channel).registeredBytes();
+                SharedReceivePool pool = ((RdmaChannelImpl) channel).sharedPool();
+                if (pool != null && pools.add(pool)) {
+                    registered += pool.registeredBytes(); // once per pool, however many channels share it
+                }
             }
         }
         return new Snapshot(t.bytesSent, t.framesSent, t.bytesReceived, t.framesReceived, t.completions,

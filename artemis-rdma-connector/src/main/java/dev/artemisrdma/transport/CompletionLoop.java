@@ -20,6 +20,12 @@ import org.slf4j.LoggerFactory;
  * <p>The queue is sized for the sum of what its channels can have outstanding: each channel reserves its receives
  * plus its send budget, and a loop that cannot fit another channel refuses it (overrunning a CQ is fatal).
  *
+ * <p>Shared receive queue. A loop serving accepted connections with {@code sharedReceiveQueue} owns one
+ * {@link SharedReceivePool} (why per loop: see there). Its receives are reserved on the queue once (each posted
+ * receive completes at most once), and such a channel reserves only its send budget. A pool receive's work request
+ * id names the pool slot, not the channel: the completion is mapped to its channel by the queue pair number it
+ * carries. The slot is reposted in the batch that saw it, before the channels apply the batch and regrant its credit.
+ *
  * <p>Failure. Whatever ends the thread early (a failed poll, or any Throwable out of a channel's completion
  * handling) takes the loop out of service at once: it refuses new channels, tells its owner (which stops picking
  * it), and fails its channels with the cause: those with a queue pair are torn down there and then, since nobody
@@ -58,6 +64,11 @@ final class CompletionLoop implements Runnable {
     /** Why the loop died; null while it is in service. Set under {@link #registry}. */
     private volatile FabricException failure;
     private boolean queueClosed;
+    private final TransportConfig config;
+    /** Created with the first channel that shares receives; destroyed after its queue pairs, before the queue. */
+    private volatile SharedReceivePool pool;
+    /** Channels on the shared pool by queue pair number: its receive completions name no channel. */
+    private final QueuePairTable byQueuePair = new QueuePairTable();
     private final Consumer<CompletionLoop> onFailure;
 
     CompletionLoop(String name, FabricDevice device, TransportConfig config) {
@@ -73,6 +84,7 @@ final class CompletionLoop implements Runnable {
                 ? Integer.MAX_VALUE : device.limits().maxCqe();
         this.requestedEntries = Math.min(config.completionQueueEntries(), deviceMax);
         this.busyPollNanos = TimeUnit.MICROSECONDS.toNanos(config.busyPollMicros());
+        this.config = config;
     }
 
     /** Channels currently assigned here. */
@@ -107,13 +119,33 @@ final class CompletionLoop implements Runnable {
             if (reservedEntries + entries > cq.capacity()) {
                 return -1;
             }
+            SharedReceivePool.Allocation allocation = null;
+            if (channel.sharesReceives()) {
+                if (pool == null) {
+                    if (reservedEntries + config.sharedReceiveSlots() + entries > cq.capacity()) {
+                        return -1; // this queue cannot take the pool's receives on top of what it holds
+                    }
+                    pool = SharedReceivePool.create(name + "-srq", device, config);
+                    reservedEntries += pool.slots();
+                }
+                allocation = pool.admit();
+                if (allocation == null) {
+                    return -1; // every receive of the pool is promised: another loop (and pool) takes it
+                }
+            }
             int index;
             if (!freeIndexes.isEmpty()) {
                 index = freeIndexes.pollFirst();
             } else if (nextIndex < channels.length()) {
                 index = nextIndex++;
             } else {
+                if (allocation != null) {
+                    pool.release(allocation);
+                }
                 return -1;
+            }
+            if (allocation != null) {
+                channel.useSharedPool(pool, allocation);
             }
             reservedEntries += entries;
             registered++;
@@ -134,6 +166,21 @@ final class CompletionLoop implements Runnable {
         }
     }
 
+    /** A channel on the shared pool has its queue pair: its receive completions are found by this number. */
+    void mapQueuePair(int qpNumber, RdmaChannelImpl channel) {
+        byQueuePair.put(qpNumber, channel);
+    }
+
+    /** The channel's queue pair is destroyed; a late completion of that number finds nothing. */
+    void unmapQueuePair(int qpNumber, RdmaChannelImpl channel) {
+        byQueuePair.remove(qpNumber, channel);
+    }
+
+    /** The loop's shared receive pool, or null before the first channel that shares receives. */
+    SharedReceivePool sharedPool() {
+        return pool;
+    }
+
     /** Why this loop died, or null while it is in service. A channel not yet attached must not use its queue. */
     FabricException failure() {
         return failure;
@@ -143,6 +190,7 @@ final class CompletionLoop implements Runnable {
     private void closeQueueIfAbandonedLocked() {
         if (failure != null && registered == 0 && cq != null && !queueClosed) {
             queueClosed = true;
+            closePool();
             cq.close();
             LOG.info("{}: completion queue of the failed loop destroyed", name);
         }
@@ -269,9 +317,28 @@ final class CompletionLoop implements Runnable {
             return 0;
         }
         int touchedCount = 0;
+        SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {
             long wrId = batch.wrId(i);
             int index = (int) (wrId >>> 32);
+            if (index == SharedReceivePool.INDEX_TAG && shared != null) {
+                int slot = (int) (wrId & 0x7FFFFFFFL);
+                shared.consumed(slot); // reposted below, whatever became of its connection
+                RdmaChannelImpl ch = byQueuePair.get(batch.qpNumber(i));
+                int base = shared.base(slot);
+                if (ch == null || base < 0) {
+                    LOG.debug("{}: shared receive for a closed queue pair {} ({}) reposted", name,
+                            batch.qpNumber(i), WcStatus.name(batch.status(i)));
+                    continue;
+                }
+                if (!ch.touched) {
+                    ch.touched = true;
+                    touched[touchedCount++] = ch;
+                }
+                ch.counters.completed(batch.status(i));
+                ch.onSharedReceiveCompletion(shared.view(), base, batch.status(i), batch.byteLength(i));
+                continue;
+            }
             RdmaChannelImpl ch = index < channels.length() ? channels.get(index) : null;
             int qpn = batch.qpNumber(i);
             // the queue pair number guards against a late completion of a closed channel whose index was reused
@@ -293,6 +360,9 @@ final class CompletionLoop implements Runnable {
                 ch.onSendCompletion(slot, batch.status(i));
             }
         }
+        if (shared != null) {
+            shared.repostConsumed(); // before any channel grants the credit of a consumed slot again
+        }
         for (int i = 0; i < touchedCount; i++) {
             RdmaChannelImpl ch = touched[i];
             touched[i] = null;
@@ -307,6 +377,10 @@ final class CompletionLoop implements Runnable {
     }
 
     private void tick(long now) {
+        SharedReceivePool shared = pool;
+        if (shared != null) {
+            shared.tick(now);
+        }
         for (int i = 0, n = channels.length(); i < n; i++) {
             RdmaChannelImpl ch = channels.get(i);
             if (ch != null) {
@@ -337,7 +411,20 @@ final class CompletionLoop implements Runnable {
         if (load() > 0) {
             LOG.warn("{}: {} channels still open when the loop stopped", name, load());
         }
+        closePool();
         cq.close();
+    }
+
+    /** The pool's queue pairs are destroyed (or abandoned with the loop): the SRQ, then its memory. */
+    private void closePool() {
+        SharedReceivePool p = pool;
+        if (p != null) {
+            try {
+                p.close();
+            } catch (RuntimeException e) {
+                LOG.error("{}: destroying the shared receive queue failed", name, e);
+            }
+        }
     }
 
     @Override

@@ -21,7 +21,7 @@ final class CreditWindow {
     /** The most credits the protocol can carry: every receive a peer may advertise. */
     static final int MAX_WINDOW = TransportConfig.MAX_RECEIVE_SLOTS + 1;
 
-    private final int threshold;
+    private int threshold;
     private int limit = MAX_WINDOW;
     private int sendCredits;
     private int owed;
@@ -143,6 +143,17 @@ final class CreditWindow {
 
     int owed() {
         return owed;
+    }
+
+    /**
+     * A receiver whose window is granted from a shared pool moves its threshold with its allocation: it must stay
+     * below what the receiver holds when a one-way sender is down to its last credit, or no credit frame would go.
+     */
+    void threshold(int threshold) {
+        if (threshold < 1) {
+            throw new IllegalArgumentException("threshold " + threshold);
+        }
+        this.threshold = threshold;
     }
 
     int threshold() {

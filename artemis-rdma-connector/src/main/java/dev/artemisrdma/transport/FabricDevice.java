@@ -15,4 +15,13 @@ public interface FabricDevice {
 
     /** A completion queue with its own completion channel, able to hold {@code entries} completions. */
     CompletionQueue createCompletionQueue(int entries) throws FabricException;
+
+    /**
+     * A shared receive queue able to hold {@code maxReceives} posted receives of one scatter-gather entry each.
+     * The default refuses: a device or fabric without SRQ support (connections then keep their own queues).
+     */
+    default SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
+        throw new FabricException("device " + name() + " does not support shared receive queues (ibv_create_srq);"
+                + " set sharedReceiveQueue=false");
+    }
 }

@@ -9,7 +9,8 @@ import java.nio.ByteBuffer;
  * <pre>
  *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye),
  *           PACKED (the payload is several whole frames, see {@link PackedFrames})
- *  1  1  reserved, 0
+ *  1  1  hints: bit 0 {@link #HINT_CREDIT_WANTED} (frames wait behind this one for credit: grant more if you can);
+ *           only to a peer whose handshake grows credits; older receivers never read this byte
  *  2  2  credits returned to the receiver of this SEND (unsigned)
  *  4  4  FIRST fragment: the whole frame's length; later fragments: this fragment's offset in the frame;
  *           PACKED: how many frames the payload holds
@@ -28,22 +29,32 @@ public final class FrameHeader {
     public static final int CLOSE = 0x08;
     public static final int PACKED = 0x10;
     public static final int MAX_CREDITS = 0xFFFF;
+    /** Hint: the sender has frames queued behind this SEND; a receiver with a shared pool may grant it more. */
+    public static final int HINT_CREDIT_WANTED = 0x01;
 
     private FrameHeader() {
     }
 
     public static void write(ByteBuffer b, int offset, int flags, int credits, int lengthOrOffset) {
+        write(b, offset, flags, 0, credits, lengthOrOffset);
+    }
+
+    public static void write(ByteBuffer b, int offset, int flags, int hints, int credits, int lengthOrOffset) {
         if (credits < 0 || credits > MAX_CREDITS) {
             throw new IllegalArgumentException("credits " + credits);
         }
         b.put(offset, (byte) flags);
-        b.put(offset + 1, (byte) 0);
+        b.put(offset + 1, (byte) hints);
         b.putShort(offset + 2, (short) credits);
         b.putInt(offset + 4, lengthOrOffset);
     }
 
     public static int flags(ByteBuffer b, int offset) {
         return b.get(offset) & 0xFF;
+    }
+
+    public static int hints(ByteBuffer b, int offset) {
+        return b.get(offset + 1) & 0xFF;
     }
 
     public static int credits(ByteBuffer b, int offset) {

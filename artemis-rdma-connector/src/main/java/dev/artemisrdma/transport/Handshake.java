@@ -16,7 +16,8 @@ import java.nio.charset.StandardCharsets;
  *   8     4     receive slot size (bytes)            reason length n
  *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
  *  16     4     maximum frame size (bytes)
- *  20     4     features this side reads (bit 0: PACKED SENDs)
+ *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth)
+ *  24     4     most credits this side may grant (with bit 1; else the initial credits)
  * </pre>
  *
  * A newer peer must keep the magic and the version field where they are, so an old one can say why it refuses.
@@ -25,6 +26,13 @@ import java.nio.charset.StandardCharsets;
  * private data with zeros, so an older peer states no features, ignores ours, and both sides simply send it one
  * frame per SEND. Each side uses a feature only toward a peer that stated it reads it; bits we do not know are
  * ignored (a newer peer's features), so adding one never needs a version bump.
+ *
+ * <p>Credit growth (bit 1) tells the peer which credit scheme this side speaks. A side that states it accepts a
+ * window that starts at its peer's initial credits and grows, by later grants, up to the peer's maximum (offset 24),
+ * and it asks for more with {@link FrameHeader#HINT_CREDIT_WANTED}. A listener with a shared receive queue grants
+ * from its pool only to peers that state it; an older peer (no bit) is served with per-connection queues, whose
+ * window is fixed, so old and new sides still interoperate. A maximum below the initial credits, or above the
+ * protocol's window, refuses the peer.
  */
 public final class Handshake {
 
@@ -33,8 +41,12 @@ public final class Handshake {
     public static final int LENGTH = 24;
     /** The peer reads SENDs that carry several frames ({@link FrameHeader#PACKED}). */
     public static final int FEATURE_PACKED = 0x1;
+    /** The peer accepts credit grants beyond its initial window, up to the maximum the granting side states. */
+    public static final int FEATURE_CREDIT_GROWTH = 0x2;
     /** Every feature this version knows; other bits are ignored. */
-    static final int KNOWN_FEATURES = FEATURE_PACKED;
+    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH;
+    /** What this version writes: the fixed part plus the maximum credits. */
+    static final int ENCODED_LENGTH = LENGTH + 4;
     static final short KIND_CONNECT = 1;
     static final short KIND_ACCEPT = 2;
     static final short KIND_REJECT = 3;
@@ -45,15 +57,25 @@ public final class Handshake {
      * What one side offers: the peer sends into slots of {@code slotSize} with {@code initialCredits} credits;
      * {@code features} are the {@code FEATURE_*} bits this side reads.
      */
-    public record Params(int slotSize, int initialCredits, int maxFrameSize, int features) {
+    public record Params(int slotSize, int initialCredits, int maxFrameSize, int features, int maxCredits) {
 
         /** Params stating no features: what a peer from before feature negotiation sends. */
         public Params(int slotSize, int initialCredits, int maxFrameSize) {
             this(slotSize, initialCredits, maxFrameSize, 0);
         }
 
+        /** Params whose window never grows beyond the initial credits. */
+        public Params(int slotSize, int initialCredits, int maxFrameSize, int features) {
+            this(slotSize, initialCredits, maxFrameSize, features, initialCredits);
+        }
+
         public boolean readsPacked() {
             return (features & FEATURE_PACKED) != 0;
+        }
+
+        /** This side takes grants beyond its initial window (and may ask for them). */
+        public boolean acceptsCreditGrowth() {
+            return (features & FEATURE_CREDIT_GROWTH) != 0;
         }
     }
 
@@ -101,9 +123,10 @@ public final class Handshake {
     }
 
     private static byte[] encode(short kind, Params p) {
-        ByteBuffer b = ByteBuffer.allocate(LENGTH);
+        ByteBuffer b = ByteBuffer.allocate(ENCODED_LENGTH);
         b.putInt(MAGIC).putShort(VERSION).putShort(kind)
-                .putInt(p.slotSize()).putInt(p.initialCredits()).putInt(p.maxFrameSize()).putInt(p.features());
+                .putInt(p.slotSize()).putInt(p.initialCredits()).putInt(p.maxFrameSize()).putInt(p.features())
+                .putInt(p.maxCredits());
         return b.array();
     }
 
@@ -138,7 +161,20 @@ public final class Handshake {
         checkRange("receive slot size", slotSize, TransportConfig.MIN_SLOT_SIZE, TransportConfig.MAX_SLOT_SIZE);
         checkRange("initial credits", credits, 2, TransportConfig.MAX_RECEIVE_SLOTS + 1);
         checkRange("maximum frame size", maxFrame, TransportConfig.MIN_FRAME_SIZE, TransportConfig.MAX_FRAME_SIZE_LIMIT);
-        return new Params(slotSize, credits, maxFrame, features);
+        int maxCredits = credits;
+        if ((features & FEATURE_CREDIT_GROWTH) != 0) {
+            if (data.length < ENCODED_LENGTH) {
+                throw new HandshakeException("truncated handshake (" + data.length + " bytes): credit growth stated "
+                        + "without its maximum");
+            }
+            maxCredits = b.getInt(LENGTH);
+            // rdma_cm pads with zeros: 0 is a side that does not grant beyond its initial credits
+            if (maxCredits == 0) {
+                maxCredits = credits;
+            }
+            checkRange("maximum credits", maxCredits, credits, TransportConfig.MAX_RECEIVE_SLOTS + 1);
+        }
+        return new Params(slotSize, credits, maxFrame, features, maxCredits);
     }
 
     private static void checkRange(String what, int value, int min, int max) throws HandshakeException {

@@ -5,9 +5,17 @@ package dev.artemisrdma.transport;
  *
  * @param completionQueue shared by the send and receive side of this queue pair (and possibly by others)
  * @param maxInlineData   0 disables inline sends
+ * @param sharedReceiveQueue null: the queue pair has its own receive queue of {@code maxRecvWr}; otherwise it
+ *                        consumes receives from this shared one (and takes none of its own: postRecv is refused)
  */
 public record QueuePairSpec(CompletionQueue completionQueue, int maxSendWr, int maxRecvWr, int maxSendSge,
-                            int maxRecvSge, int maxInlineData) {
+                            int maxRecvSge, int maxInlineData, SharedReceiveQueue sharedReceiveQueue) {
+
+    /** A queue pair with its own receive queue. */
+    public QueuePairSpec(CompletionQueue completionQueue, int maxSendWr, int maxRecvWr, int maxSendSge,
+                         int maxRecvSge, int maxInlineData) {
+        this(completionQueue, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInlineData, null);
+    }
 
     public QueuePairSpec {
         if (completionQueue == null) {

@@ -30,6 +30,11 @@ import org.slf4j.LoggerFactory;
  * send headers ({@link SendRing#HEADER_STRIDE} per send ring slot). It is released only after the queue pair is
  * destroyed, and every send buffer stays with the ring until its work request is known complete.
  *
+ * <p>Shared receives. An accepted connection whose peer accepts credit growth may instead take its receives from its
+ * completion loop's {@link SharedReceivePool}: it posts none, its registration holds only the send headers, it
+ * offers the pool's guaranteed minimum as initial credits, and each batch the pool decides what the receives the
+ * peer consumed give back (see there for why that still keeps every SEND on a posted receive).
+ *
  * <p>Closing never blocks the caller longer than {@code closeTimeout} + {@link #CLOSE_GRACE_NANOS}: pending frames
  * are flushed for at most closeTimeout (a peer withholding credits cannot hold it longer), then the connection is
  * disconnected; draining and release finish on the loop thread.
@@ -65,6 +70,10 @@ final class RdmaChannelImpl implements RdmaChannel {
     private volatile BufferPool pool;
     private volatile ChannelState state = ChannelState.CONNECTING;
     private volatile int qpNumber = -1;
+    /** Receives come from the loop's shared pool (decided before bind, never changed after). */
+    private volatile boolean sharesReceives;
+    private SharedReceivePool sharedPool;
+    private SharedReceivePool.Allocation sharedAllocation;
 
     // lifecycle; guarded by lock
     private CompletionLoop loop;
@@ -122,14 +131,68 @@ final class RdmaChannelImpl implements RdmaChannel {
         return Math.max(1, Math.min(creditThreshold, receiveSlots - repostBatch));
     }
 
-    /** What this side offers the peer in the handshake. */
+    /**
+     * What this side offers the peer in the handshake. Every side states credit growth (it takes grants up to the
+     * maximum its peer states); only one on a shared pool offers a window that grows (minimum up to receiveSlots + 1).
+     */
     Handshake.Params localParams() {
-        return new Handshake.Params(slotSize, slots, config.maxFrameSize(), Handshake.FEATURE_PACKED);
+        int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH;
+        if (sharesReceives) {
+            return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
+                    Math.max(TransportConfig.SHARED_MIN_CREDITS, slots));
+        }
+        return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
     }
 
-    /** Completion queue entries this connection can ever have outstanding: all receives plus the send budget. */
+    /**
+     * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
+     * side, for a peer that accepts credit growth.
+     */
+    void shareReceives() {
+        sharesReceives = true;
+        lock.lock();
+        try {
+            send.credits().offered(TransportConfig.SHARED_MIN_CREDITS); // what localParams() offers when shared
+            // a one-way sender at its last credit leaves us holding allocation - 1 owed credits: the threshold must
+            // not exceed that, starting from the minimum
+            send.credits().threshold(Math.max(1, Math.min(config.creditThreshold(),
+                    TransportConfig.SHARED_MIN_CREDITS - 1)));
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    boolean sharesReceives() {
+        return sharesReceives;
+    }
+
+    /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
+    SharedReceivePool sharedPool() {
+        lock.lock();
+        try {
+            return sharedAllocation == null || memory == null ? null : sharedPool;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
+    void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
+        this.sharedPool = pool;
+        this.sharedAllocation = allocation;
+    }
+
+    /**
+     * Completion queue entries this connection can ever have outstanding: all receives plus the send budget; on a
+     * shared pool the send budget alone (the loop reserves the pool's receives once).
+     */
     int completionEntries() {
-        return slots + config.sendQueueDepth();
+        return sharesReceives ? config.sendQueueDepth() : slots + config.sendQueueDepth();
+    }
+
+    /** Bytes of this connection's own registration: receive slots (unless shared) and send headers. */
+    private int ownRegistrationBytes() {
+        return (sharesReceives ? 0 : slots * slotSize) + config.sendQueueDepth() * SendRing.HEADER_STRIDE;
     }
 
     void setHandler(ChannelHandler handler) {
@@ -160,6 +223,10 @@ final class RdmaChannelImpl implements RdmaChannel {
             @Override
             public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
                 bind(device);
+                if (sharesReceives) {
+                    return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), 1, 2, 1,
+                            config.maxInlineData(), sharedPool.queue());
+                }
                 return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), slots, 2, 1,
                         config.maxInlineData());
             }
@@ -204,14 +271,19 @@ final class RdmaChannelImpl implements RdmaChannel {
             loop = a.loop();
             index = a.index();
             try {
-                memory = device.register(slots * slotSize + config.sendQueueDepth() * SendRing.HEADER_STRIDE);
+                memory = device.register(ownRegistrationBytes());
             } catch (FabricException | RuntimeException e) {
+                if (sharedAllocation != null) {
+                    sharedPool.release(sharedAllocation);
+                }
                 loop.unregister(index, reservedEntries);
                 loop = null;
                 index = -1;
                 throw e;
             }
-            receive.attach(memory, index);
+            if (!sharesReceives) {
+                receive.attach(memory, index);
+            }
         } finally {
             lock.unlock();
         }
@@ -231,6 +303,11 @@ final class RdmaChannelImpl implements RdmaChannel {
             if (caps.maxSendSge() < 2) {
                 throw new FabricException("channel " + id + ": queue pair offers " + caps.maxSendSge()
                         + " send scatter-gather entries, the transport needs 2");
+            }
+            if (sharesReceives) {
+                send.attach(queuePair, caps, memory, 0, index, pool);
+                loop.mapQueuePair(qpNumber, this); // before the peer can send: its SENDs complete on the pool
+                return;
             }
             if (caps.maxRecvWr() < slots) {
                 throw new FabricException("channel " + id + ": queue pair takes " + caps.maxRecvWr()
@@ -662,7 +739,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     String debugState() {
         lock.lock();
         try {
-            return id + " " + state + " " + send.debugState() + " receives=" + receivesOutstanding;
+            return id + " " + state + " " + send.debugState() + " receives=" + receivesOutstanding
+                    + (sharedAllocation == null ? "" : " shared=" + sharedAllocation.credits());
         } finally {
             lock.unlock();
         }
@@ -699,6 +777,10 @@ final class RdmaChannelImpl implements RdmaChannel {
         receive.onReceive(slot, status, byteLength, state.tearingDown(), peerDrain);
     }
 
+    void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength) {
+        receive.onSharedReceive(poolView, base, status, byteLength, state.tearingDown(), peerDrain);
+    }
+
     private void deliver(ByteBuffer frame) {
         try {
             handler.onFrame(this, frame);
@@ -728,6 +810,9 @@ final class RdmaChannelImpl implements RdmaChannel {
                 send.credits().arrived(receive.batchArrived());
             } catch (FabricException e) {
                 receive.protocolError(e);
+            }
+            if (sharedAllocation != null) {
+                regrantSharedLocked();
             }
             applyBatchOutcomeLocked();
             repostLocked();
@@ -763,6 +848,27 @@ final class RdmaChannelImpl implements RdmaChannel {
                 flushGraceDeadline = System.nanoTime() + FLUSH_GRACE_NANOS;
             }
         }
+    }
+
+    /** What the pool gives back for the receives the peer consumed this batch (their slots are reposted already). */
+    private void regrantSharedLocked() {
+        int consumed = receive.batchSharedConsumed();
+        boolean wanted = receive.batchCreditWanted();
+        if (state.tearingDown()) {
+            sharedPool.forfeit(sharedAllocation, consumed);
+            return;
+        }
+        if (consumed == 0 && !wanted) {
+            return;
+        }
+        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted, send.credits().owed());
+        if (granted < 0) {
+            receive.protocolError(new FabricException("protocol error: the peer sent " + consumed + " SENDs with "
+                    + "fewer credits granted (it would take receives promised to other connections)"));
+            return;
+        }
+        send.credits().reposted(granted);
+        send.credits().threshold(Math.max(1, Math.min(config.creditThreshold(), sharedAllocation.credits() - 1)));
     }
 
     /**
@@ -990,6 +1096,12 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void releaseLocked() {
         send.releaseAll();
         receive.release();
+        if (sharedAllocation != null) {
+            sharedPool.release(sharedAllocation); // after the queue pair is destroyed: no SEND can take one now
+            if (loop != null) {
+                loop.unmapQueuePair(qpNumber, this);
+            }
+        }
         if (memory != null) {
             memory.close();
             memory = null;

@@ -160,6 +160,14 @@ public final class RdmaTransport implements AutoCloseable {
             request.reject(Handshake.encodeReject(e.getMessage()));
             return;
         }
+        if (config.sharedReceiveQueue()) {
+            if (peer.acceptsCreditGrowth()) {
+                ch.shareReceives();
+            } else {
+                LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
+                        + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
+            }
+        }
         try {
             ch.usePool(pool(request.device()));
             handler = acceptor.onAccepted(ch);
@@ -314,6 +322,38 @@ public final class RdmaTransport implements AutoCloseable {
         long sum = 0;
         for (DeviceResources res : devices.values()) {
             sum += res.pool.registeredBytes();
+        }
+        return sum;
+    }
+
+    /** Bytes registered by the shared receive pools of this transport's completion loops, for monitoring. */
+    public long sharedReceivePoolBytes() {
+        long sum = 0;
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.loops) {
+                SharedReceivePool p = loop.sharedPool();
+                sum += p == null ? 0 : p.registeredBytes();
+            }
+        }
+        return sum;
+    }
+
+    /** Shared receive pools in service (one per completion loop that serves accepted connections with one). */
+    public int sharedReceivePools() {
+        int n = 0;
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.loops) {
+                n += loop.sharedPool() == null ? 0 : 1;
+            }
+        }
+        return n;
+    }
+
+    /** Every byte this transport has registered on all devices: connections, send buffers, shared pools. */
+    public long registeredBytes() {
+        long sum = 0;
+        for (DeviceResources res : devices.values()) {
+            sum += res.accounted.registeredBytes();
         }
         return sum;
     }

@@ -47,6 +47,8 @@ final class ReceiveSide {
     // one batch of completions
     private int batchReceived;
     private int batchArrived;
+    private int batchSharedConsumed;
+    private boolean batchCreditWanted;
     private int batchGranted;
     private int batchSendSlot = -1;
     private boolean batchDelivered;
@@ -97,22 +99,41 @@ final class ReceiveSide {
      */
     void onReceive(int slot, int status, int byteLength, boolean tearingDown, boolean deliverWhileDraining) {
         batchReceived++;
+        if (consume(this.slotView, slot * slotSize, status, byteLength, tearingDown, deliverWhileDraining)) {
+            addReceive(repost, slot);
+        }
+    }
+
+    /**
+     * One receive completion from the completion loop's shared pool: the SEND is at {@code base} of the pool's
+     * {@code poolView}; the pool reposts the slot whatever happens here, and decides what credit it gives back.
+     */
+    void onSharedReceive(ByteBuffer poolView, int base, int status, int byteLength, boolean tearingDown,
+                         boolean deliverWhileDraining) {
+        batchSharedConsumed++;
+        consume(poolView, base, status, byteLength, tearingDown, deliverWhileDraining);
+    }
+
+    /** Reads one SEND at {@code base} of {@code slotView}; true when its slot is to be reposted. */
+    private boolean consume(ByteBuffer slotView, int base, int status, int byteLength, boolean tearingDown,
+                            boolean deliverWhileDraining) {
         if (status != WcStatus.SUCCESS) {
             noteFailure(status, "receive");
-            return;
+            return false;
         }
         batchArrived++;
         if ((tearingDown && !deliverWhileDraining) || batchProtocolError != null) {
-            return;
+            return false;
         }
-        int base = slot * slotSize;
-        ByteBuffer slotView = this.slotView;
         try {
             if (byteLength < FrameHeader.LENGTH) {
                 throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
             }
             int flags = FrameHeader.flags(slotView, base);
             batchGranted += FrameHeader.credits(slotView, base);
+            if ((FrameHeader.hints(slotView, base) & FrameHeader.HINT_CREDIT_WANTED) != 0) {
+                batchCreditWanted = true;
+            }
             if ((flags & FrameHeader.CLOSE) != 0) {
                 remoteClosing = true;
             }
@@ -128,11 +149,12 @@ final class ReceiveSide {
                 }
                 slotView.clear();
             }
-            addReceive(repost, slot);
+            return true;
         } catch (FabricException e) {
             slotView.clear();
             batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
                     + "): " + e.getMessage(), e);
+            return false;
         }
     }
 
@@ -210,6 +232,14 @@ final class ReceiveSide {
     /** SENDs of the peer that arrived in this batch (successful receives; flushes excluded). */
     int batchArrived() {
         return batchArrived;
+    /** Receives of the shared pool this batch consumed (each one a credit of ours the peer spent). */
+    int batchSharedConsumed() {
+        return batchSharedConsumed;
+    }
+
+    /** A SEND of this batch said the peer has frames waiting for credit. */
+    boolean batchCreditWanted() {
+        return batchCreditWanted;
     }
 
     int batchGranted() {
@@ -251,6 +281,8 @@ final class ReceiveSide {
     void resetBatch() {
         batchReceived = 0;
         batchArrived = 0;
+        batchSharedConsumed = 0;
+        batchCreditWanted = false;
         batchGranted = 0;
         batchSendSlot = -1;
         batchDelivered = false;

@@ -44,6 +44,8 @@ final class SendSide {
     private int fragmentCapacity;
     private int peerMaxFrame;
     private boolean packing;
+    /** The peer grants from a shared pool: its window may grow when we tell it frames are waiting. */
+    private boolean creditGrows;
 
     private volatile boolean writable = true;
     private boolean writableOwed;
@@ -102,7 +104,8 @@ final class SendSide {
         fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
         peerMaxFrame = peer.maxFrameSize();
         packing = peer.readsPacked();
-        credits.limit(peer.initialCredits());
+        creditGrows = peer.maxCredits() > peer.initialCredits();
+        credits.limit(peer.maxCredits());
         credits.grant(peer.initialCredits());
     }
 
@@ -174,7 +177,7 @@ final class SendSide {
         boolean first = offset == 0;
         boolean last = offset + n == frame.frameLength;
         addDataSend(frame, offset, n, last, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
-                first ? frame.frameLength : offset);
+                first ? frame.frameLength : offset, !last || outbox.size() > 1);
         frame.sentOffset = offset + n;
         outbox.posted(n);
         if (last) {
@@ -225,7 +228,7 @@ final class SendSide {
             f.releaseFromChannel(); // copied: no work request will ever point into it
         }
         pack.frameLength = bytes;
-        addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count);
+        addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count, !outbox.isEmpty());
         framesPacked += count;
         packedSends++;
         return true;
@@ -255,7 +258,8 @@ final class SendSide {
      * {@code lengthOrOffset}. With {@code last} the buffer is done after this SEND: released when it completes
      * (completions come in order), or right after the post when it went inline whole (postSend copied it).
      */
-    private void addDataSend(PooledBuffer buffer, int offset, int n, boolean last, int flags, int lengthOrOffset) {
+    private void addDataSend(PooledBuffer buffer, int offset, int n, boolean last, int flags, int lengthOrOffset,
+                             boolean moreQueued) {
         boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
         boolean releaseAfterPost = inline && offset == 0 && last;
         int give = credits.spend();
@@ -263,7 +267,9 @@ final class SendSide {
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
         int header = headerBase + slot * SendRing.HEADER_STRIDE;
-        FrameHeader.write(headerView, header, flags, give, lengthOrOffset);
+        // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream
+        int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
+        FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
         if (n > 0) {

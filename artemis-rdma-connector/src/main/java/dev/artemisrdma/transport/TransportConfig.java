@@ -47,6 +47,14 @@ import java.util.TreeSet;
  * @param device                 the RDMA device listeners and connections must use; null: the route chooses
  * @param tos                    RoCE type of service (0..255) of every connection; {@link Addressing#DEFAULT_TOS}:
  *                               the kernel's
+ * @param sharedReceiveQueue     connections a listener accepts share their completion loop's pool of posted receives
+ *                               (an SRQ) instead of posting receiveSlots + 1 each: receive memory is bounded by the
+ *                               pool, not by the number of connections. Connections this side opens, and peers that
+ *                               predate it, keep their own queues
+ * @param sharedReceiveSlots     receives of slotSize in each completion loop's shared pool; every accepted connection
+ *                               is guaranteed {@value #SHARED_MIN_CREDITS} of them and borrows more (up to
+ *                               receiveSlots + 1) while the pool has them free. Unset: 512, or what a completion
+ *                               queue holds beside one connection's send budget when that is less
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -55,7 +63,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
                               Duration closeTimeout,
                               Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
-                              String device, int tos) {
+                              String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -65,13 +73,15 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final int MAX_FRAME_SIZE_LIMIT = 1 << 30;
     /** The smallest maximum frame size: a peer that accepts less is refused at the handshake. */
     public static final int MIN_FRAME_SIZE = 4096;
+    /** Receives of a shared pool guaranteed to each connection on it (its initial credits). */
+    public static final int SHARED_MIN_CREDITS = 4;
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
-            "device", "tos");
+            "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -101,6 +111,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
         }
         new Addressing(device, tos); // validates both, with messages that name the key
+        range("sharedReceiveSlots", sharedReceiveSlots, SHARED_MIN_CREDITS, MAX_RECEIVE_SLOTS);
+        if (sharedReceiveQueue && (long) sharedReceiveSlots + sendQueueDepth > completionQueueEntries) {
+            throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries + " cannot hold "
+                    + "the shared receive pool and one connection (sharedReceiveSlots + sendQueueDepth = "
+                    + ((long) sharedReceiveSlots + sendQueueDepth) + "); raise it or lower sharedReceiveSlots");
+        }
     }
 
     /** The device and type of service as the fabric takes them. */
@@ -144,6 +160,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 : maxCompletionLoops;
         b.device = device;
         b.tos = tos;
+        b.sharedReceiveQueue = sharedReceiveQueue;
+        b.sharedReceiveSlots = sharedReceiveSlots == defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth)
+                ? null : sharedReceiveSlots;
         return b;
     }
 
@@ -190,10 +209,17 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "maxCompletionLoops": b.maxCompletionLoops = toInt(key, v, false); break;
                 case "device": b.device = toDevice(v); break;
                 case "tos": b.tos = Addressing.requireTos(toInt(key, v, false)); break;
+                case "sharedReceiveQueue": b.sharedReceiveQueue = toBoolean(key, v); break;
+                case "sharedReceiveSlots": b.sharedReceiveSlots = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
         return b.build();
+    }
+
+    /** Unset, the pool is 512 receives, or what a completion queue holds beside one connection's sends. */
+    static int defaultSharedReceiveSlots(int completionQueueEntries, int sendQueueDepth) {
+        return Math.max(SHARED_MIN_CREDITS, Math.min(512, completionQueueEntries - sendQueueDepth));
     }
 
     /** Unset, the loop cap is 16, or completionThreads when more are asked for at start. */
@@ -252,6 +278,17 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         } catch (NumberFormatException | ArithmeticException ex) {
             throw new IllegalArgumentException(key + ": not a" + (size ? " size" : "n integer") + ": '" + v + "'");
         }
+    }
+
+    private static boolean toBoolean(String key, Object v) {
+        if (v instanceof Boolean) {
+            return (Boolean) v;
+        }
+        String s = v == null ? "" : v.toString().trim().toLowerCase(Locale.ROOT);
+        if (s.equals("true") || s.equals("false")) {
+            return Boolean.parseBoolean(s);
+        }
+        throw new IllegalArgumentException(key + ": expected true or false, got '" + v + "'");
     }
 
     /** Blank means unset, so a property placeholder that resolves to nothing does not pin a device. */
@@ -313,6 +350,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Integer maxCompletionLoops;
         private String device;
         private int tos = Addressing.DEFAULT_TOS;
+        private boolean sharedReceiveQueue = true;
+        private Integer sharedReceiveSlots;
 
         private Builder() {
         }
@@ -340,6 +379,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder maxCompletionLoops(int v) { maxCompletionLoops = v; return this; }
         public Builder device(String v) { device = v; return this; }
         public Builder tos(int v) { tos = v; return this; }
+        public Builder sharedReceiveQueue(boolean v) { sharedReceiveQueue = v; return this; }
+        public Builder sharedReceiveSlots(int v) { sharedReceiveSlots = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
@@ -350,7 +391,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     connectTimeout,
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
                     maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),
-                    device, tos);
+                    device, tos, sharedReceiveQueue, sharedReceiveSlots != null ? sharedReceiveSlots
+                            : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth));
         }
     }
 }

@@ -120,6 +120,16 @@ public final class Abi {
     public static final int SOCKADDR_IN_SIZE = 16;
     public static final int SOCKADDR_IN6_SIZE = 28;
     public static final int SOCKADDR_STORAGE_SIZE = 128;
+    public static final int SRQ_INIT_ATTR_SIZE = 24;
+    public static final int SRQ_INIT_ATTR_MAX_WR = 8;
+    public static final int SRQ_INIT_ATTR_MAX_SGE = 12;
+    public static final int SRQ_INIT_ATTR_SRQ_LIMIT = 16;
+    public static final int SRQ_ATTR_SIZE = 12;
+    public static final int SRQ_ATTR_MAX_WR = 0;
+    public static final int SRQ_ATTR_SRQ_LIMIT = 8;
+    public static final int SRQ_CONTEXT = 0;
+    public static final int DEVICE_ATTR_MAX_SRQ = 212;
+    public static final int DEVICE_ATTR_MAX_SRQ_WR = 216;
 
     /** sizeof(struct ibv_port_attr) grew from 52 to 56 in rdma-core v49; buffers for it are this large. */
     public static final int PORT_ATTR_BUFFER = 64;

@@ -34,4 +34,7 @@ final class DataPath {
 
     /** The shim's layout-table size through JNI, to prove the binding at start-up. */
     static native int abiCount();
+
+    /** ibv_post_srq_recv: as {@link #postRecv}, on a shared receive queue. */
+    static native int postSrqRecv(long srq, long wr, long badWr);
 }

@@ -45,4 +45,10 @@ final class IbVerbs {
     static native int ibv_query_qp(long qp, long qpAttr, int attrMask, long qpInitAttr);
 
     static native long ibv_get_device_name(long device);
+
+    static native long ibv_create_srq(long pd, long srqInitAttr);
+
+    static native int ibv_modify_srq(long srq, long srqAttr, int srqAttrMask);
+
+    static native int ibv_destroy_srq(long srq);
 }

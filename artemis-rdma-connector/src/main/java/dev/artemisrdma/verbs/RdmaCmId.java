@@ -117,7 +117,20 @@ public final class RdmaCmId implements AutoCloseable {
      */
     public IbvQueuePair createQueuePair(RdmaDevice device, IbvCompletionQueue sendCq, IbvCompletionQueue recvCq,
                                         QueuePairCapabilities wanted) throws VerbsException {
+        return createQueuePair(device, sendCq, recvCq, wanted, null);
+    }
+
+    /**
+     * As {@link #createQueuePair(RdmaDevice, IbvCompletionQueue, IbvCompletionQueue, QueuePairCapabilities)}; with
+     * {@code srq} the queue pair takes its receives from that shared receive queue (its own receive depth is 0).
+     */
+    public IbvQueuePair createQueuePair(RdmaDevice device, IbvCompletionQueue sendCq, IbvCompletionQueue recvCq,
+                                        QueuePairCapabilities wanted, IbvSharedReceiveQueue srq)
+            throws VerbsException {
         checkOpen();
+        if (srq != null && srq.device() != device) {
+            throw new VerbsException("rdma_create_qp: the shared receive queue must be on " + device.name());
+        }
         if (queuePair != null) {
             throw new VerbsException("rdma_create_qp: id already has a queue pair");
         }
@@ -140,9 +153,13 @@ public final class RdmaCmId implements AutoCloseable {
             attr.putLong(Abi.QP_INIT_ATTR_SEND_CQ, sendCq.address());
             attr.putLong(Abi.QP_INIT_ATTR_RECV_CQ, recvCq.address());
             attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_SEND_WR, wanted.maxSendWr());
-            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_WR, wanted.maxRecvWr());
             attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_SEND_SGE, wanted.maxSendSge());
-            attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_SGE, wanted.maxRecvSge());
+            if (srq != null) {
+                attr.putLong(Abi.QP_INIT_ATTR_SRQ, srq.address()); // receive depth and SGEs stay 0: ignored
+            } else {
+                attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_WR, wanted.maxRecvWr());
+                attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_RECV_SGE, wanted.maxRecvSge());
+            }
             attr.putInt(Abi.QP_INIT_ATTR_CAP + Abi.QP_CAP_MAX_INLINE_DATA, wanted.maxInlineData());
             attr.putInt(Abi.QP_INIT_ATTR_QP_TYPE, IBV_QPT_RC);
             attr.putInt(Abi.QP_INIT_ATTR_SQ_SIG_ALL, 0);

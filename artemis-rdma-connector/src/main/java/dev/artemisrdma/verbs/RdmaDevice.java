@@ -14,6 +14,8 @@ public final class RdmaDevice implements AutoCloseable {
     private final int maxCqe;
     private final long maxMrSize;
     private final int activeMtu;
+    private final int maxSrq;
+    private final int maxSrqWr;
     private boolean closed;
 
     RdmaDevice(long context) throws VerbsException {
@@ -31,6 +33,8 @@ public final class RdmaDevice implements AutoCloseable {
             maxSge = attr.getInt(Abi.DEVICE_ATTR_MAX_SGE);
             maxCqe = attr.getInt(Abi.DEVICE_ATTR_MAX_CQE);
             maxMrSize = attr.getLong(Abi.DEVICE_ATTR_MAX_MR_SIZE);
+            maxSrq = attr.getInt(Abi.DEVICE_ATTR_MAX_SRQ);
+            maxSrqWr = attr.getInt(Abi.DEVICE_ATTR_MAX_SRQ_WR);
             rc = IbVerbs.ibv_query_port(context, (byte) 1, port.address());
             if (rc != 0) {
                 throw new VerbsException("ibv_query_port", rc, "on " + name + " port 1");
@@ -86,6 +90,21 @@ public final class RdmaDevice implements AutoCloseable {
     public IbvMemoryRegion register(long bytes) throws VerbsException {
         checkOpen();
         return new IbvMemoryRegion(this, bytes);
+    }
+
+    /** Shared receive queues the device supports (0: none). */
+    public int maxSrq() {
+        return maxSrq;
+    }
+
+    public int maxSrqWr() {
+        return maxSrqWr;
+    }
+
+    /** A shared receive queue on our protection domain for {@code maxWr} receives of one scatter-gather entry. */
+    public IbvSharedReceiveQueue createSharedReceiveQueue(int maxWr) throws VerbsException {
+        checkOpen();
+        return new IbvSharedReceiveQueue(this, maxWr);
     }
 
     public IbvCompletionQueue createCompletionQueue(int entries) throws VerbsException {

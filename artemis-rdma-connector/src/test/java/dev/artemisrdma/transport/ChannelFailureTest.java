@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 class ChannelFailureTest {
 
     private static TransportConfig strict() {
-        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024)
+        return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024)
                 .connectTimeout(Duration.ofSeconds(5)).build();
     }
 

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 class ChannelTeardownTest {
 
     private static TransportConfig.Builder strict() {
-        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024);
+        return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024);
     }
 
     @Test

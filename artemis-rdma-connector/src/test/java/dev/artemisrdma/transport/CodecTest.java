@@ -34,7 +34,8 @@ class CodecTest {
         // bits this side does not know (a newer peer's features) are ignored, not refused
         byte[] newer = Handshake.encodeConnect(packing);
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFF);
-        assertEquals(Handshake.FEATURE_PACKED, Handshake.decodeConnect(newer).features());
+        assertEquals(Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH,
+                Handshake.decodeConnect(newer).features());
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFE);
         assertFalse(Handshake.decodeConnect(newer).readsPacked());
     }

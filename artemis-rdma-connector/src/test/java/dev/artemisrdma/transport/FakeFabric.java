@@ -46,6 +46,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *       only completions arriving after {@code requestNotification} wake {@code awaitNotification}.</li>
  *   <li>Disconnect moves both queue pairs to error (every outstanding work request flushes with WR_FLUSH_ERR) and
  *       reports {@link QueuePairEvents#disconnected} on both sides, on the connection-manager thread.</li>
+ *   <li>Shared receive queues: a SEND to a queue pair created on an SRQ consumes the SRQ's oldest receive (an empty
+ *       SRQ is an RNR, as above); the receive completes on that queue pair's completion queue with its number; the
+ *       SRQ's receives are never flushed by a queue pair's error; posting a receive on such a queue pair, destroying
+ *       an SRQ some queue pair still uses, or deregistering memory an SRQ receive points into are violations. The
+ *       limit event fires once when the posted count falls below the armed limit.</li>
  *   <li>Teardown rules: destroying an established queue pair with work requests still posted, deregistering
  *       memory a posted work request points into, or destroying a completion queue still in use, are violations.</li>
  * </ul>
@@ -81,6 +86,10 @@ public final class FakeFabric implements Fabric {
     private final AtomicInteger liveQps = new AtomicInteger();
     private final AtomicInteger liveCqs = new AtomicInteger();
     private final AtomicInteger liveMrs = new AtomicInteger();
+    private final AtomicInteger liveSrqs = new AtomicInteger();
+    private final AtomicInteger srqLimitEvents = new AtomicInteger();
+    private final Set<FakeSrq> srqs = ConcurrentHashMap.newKeySet();
+    private volatile int srqLowWater = Integer.MAX_VALUE;
     private final AtomicInteger nextPort = new AtomicInteger(40000);
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
@@ -139,6 +148,20 @@ public final class FakeFabric implements Fabric {
 
     public int liveMemoryRegions() {
         return liveMrs.get();
+    }
+
+    public int liveSharedReceiveQueues() {
+        return liveSrqs.get();
+    }
+
+    /** SRQ limit events raised (each arming fires at most once). */
+    public int srqLimitEvents() {
+        return srqLimitEvents.get();
+    }
+
+    /** The fewest receives any SRQ had posted right after a SEND consumed one (MAX_VALUE before any). */
+    public int srqLowWater() {
+        return srqLowWater;
     }
 
     public FabricDevice device() {
@@ -397,15 +420,31 @@ public final class FakeFabric implements Fabric {
                 || spec.maxSendSge() > limits.maxSge() || spec.maxRecvSge() > limits.maxSge()) {
             throw new FabricException("create_qp: " + spec + " exceeds device limits " + limits + " (EINVAL)");
         }
-        QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), round(spec.maxRecvWr()), spec.maxSendSge(),
-                spec.maxRecvSge(), Math.min(spec.maxInlineData(), limits.maxInlineData()));
+        FakeSrq srq = null;
+        if (spec.sharedReceiveQueue() != null) {
+            if (!(spec.sharedReceiveQueue() instanceof FakeSrq s) || !srqs.contains(s)) {
+                violation("queue pair spec names a shared receive queue of another fabric");
+                throw new FabricException("create_qp: foreign shared receive queue (EINVAL)");
+            }
+            srq = s;
+        }
+        QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), srq != null ? 0 : round(spec.maxRecvWr()),
+                spec.maxSendSge(), spec.maxRecvSge(), Math.min(spec.maxInlineData(), limits.maxInlineData()));
         lock.lock();
         try {
             if (cq.closed) {
                 violation("queue pair created on a destroyed completion queue");
                 throw new FabricException("create_qp: completion queue destroyed");
             }
+            if (srq != null && srq.closed) {
+                violation("queue pair created on a destroyed shared receive queue");
+                throw new FabricException("create_qp: shared receive queue destroyed");
+            }
             FakeQp qp = new FakeQp(nextQpn++, caps, cq, events, local, remote);
+            qp.srq = srq;
+            if (srq != null) {
+                srq.users.add(qp);
+            }
             qps.add(qp);
             cq.users.add(qp);
             liveQps.incrementAndGet();
@@ -438,6 +477,9 @@ public final class FakeFabric implements Fabric {
         qp.rq.clear();
         qps.remove(qp);
         qp.cq.users.remove(qp);
+        if (qp.srq != null) {
+            qp.srq.users.remove(qp);
+        }
         liveQps.decrementAndGet();
     }
 
@@ -489,7 +531,8 @@ public final class FakeFabric implements Fabric {
             if (peer != null && peer.state == QpState.RTS && frozen.contains(peer.local)) {
                 continue; // a hung peer: the SEND waits on the wire
             }
-            if (peer == null || peer.state != QpState.RTS || !peer.rq.isEmpty() || peer.incomingRnrRetry == 0) {
+            if (peer == null || peer.state != QpState.RTS || !peer.receiveQueue().isEmpty()
+                    || peer.incomingRnrRetry == 0) {
                 wireCursor = (wireCursor + i + 1) % Math.max(1, n);
                 return qp;
             }
@@ -540,15 +583,18 @@ public final class FakeFabric implements Fabric {
                 at += w.sgeLength[s];
             }
         }
-        if (peer.rq.isEmpty()) {
+        if (peer.receiveQueue().isEmpty()) {
             violation("RNR: qp " + qp.qpn + " sent " + data.length + " bytes to qp " + peer.qpn
-                    + " with no receive posted");
+                    + " with no receive posted" + (peer.srq != null ? " on its shared receive queue" : ""));
             completeSend(qp, w, WcStatus.RNR_RETRY_EXC_ERR, 0);
             toError(qp);
             toError(peer);
             return;
         }
-        RecvWr r = peer.rq.poll();
+        RecvWr r = peer.receiveQueue().poll();
+        if (peer.srq != null) {
+            peer.srq.consumed();
+        }
         ByteBuffer dst = resolve(r.address, r.length, r.lkey);
         if (dst == null) {
             violation("LOC_PROT_ERR: qp " + peer.qpn + " receive is not in registered memory");
@@ -661,6 +707,105 @@ public final class FakeFabric implements Fabric {
             liveCqs.incrementAndGet();
             return new FakeCq(entries);
         }
+
+        @Override
+        public SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
+            if (maxReceives < 1 || maxReceives > limits.maxQpWr()) {
+                throw new FabricException("ibv_create_srq: " + maxReceives + " receives (EINVAL)");
+            }
+            FakeSrq srq = new FakeSrq(maxReceives);
+            srqs.add(srq);
+            liveSrqs.incrementAndGet();
+            return srq;
+        }
+    }
+
+    private final class FakeSrq implements SharedReceiveQueue {
+        final int capacity;
+        final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
+        final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
+        final AtomicBoolean posting = new AtomicBoolean();
+        int limit;
+        boolean closed;
+
+        FakeSrq(int capacity) {
+            this.capacity = capacity;
+        }
+
+        @Override
+        public int capacity() {
+            return capacity;
+        }
+
+        /** A SEND took one (under the fabric lock). */
+        void consumed() {
+            int left = rq.size();
+            if (left < srqLowWater) {
+                srqLowWater = left;
+            }
+            if (limit > 0 && left < limit) {
+                limit = 0; // one-shot, as IBV_EVENT_SRQ_LIMIT_REACHED
+                srqLimitEvents.incrementAndGet();
+            }
+        }
+
+        @Override
+        public void postRecv(RecvList list) throws FabricException {
+            if (!posting.compareAndSet(false, true)) {
+                violation("concurrent post on a shared receive queue");
+            }
+            lock.lock();
+            try {
+                if (closed) {
+                    violation("postRecv on a destroyed shared receive queue");
+                    throw new FabricException("ibv_post_srq_recv: shared receive queue destroyed");
+                }
+                if (rq.size() + list.size() > capacity) {
+                    violation("post of " + list.size() + " receives to a shared receive queue holding " + rq.size()
+                            + " of " + capacity);
+                    throw new FabricException("ibv_post_srq_recv: queue full (ENOMEM " + ENOMEM + ")");
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    rq.add(new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i)));
+                }
+                wireWork.signalAll();
+            } finally {
+                lock.unlock();
+                posting.set(false);
+            }
+        }
+
+        @Override
+        public void armLimit(int limit) throws FabricException {
+            lock.lock();
+            try {
+                if (limit < 0 || limit > capacity) {
+                    throw new FabricException("ibv_modify_srq: limit " + limit + " (EINVAL)");
+                }
+                this.limit = limit;
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
+        public void close() {
+            lock.lock();
+            try {
+                if (closed) {
+                    return;
+                }
+                if (!users.isEmpty()) {
+                    violation("shared receive queue destroyed while " + users.size() + " queue pairs use it");
+                }
+                closed = true;
+                rq.clear();
+                srqs.remove(this);
+                liveSrqs.decrementAndGet();
+            } finally {
+                lock.unlock();
+            }
+        }
     }
 
     private final class FakeMr implements RegisteredMemory {
@@ -720,6 +865,11 @@ public final class FakeFabric implements Fabric {
                             violation("memory deregistered while receive 0x" + Long.toHexString(r.wrId)
                                     + " on qp " + qp.qpn + " still points into it");
                         }
+                    }
+                }
+                for (FakeSrq srq : srqs) {
+                    if (srq.rq.stream().anyMatch(r -> r.lkey == lkey)) {
+                        violation("memory deregistered while receives of a live shared receive queue point into it");
                     }
                 }
                 closed = true;
@@ -895,6 +1045,7 @@ public final class FakeFabric implements Fabric {
         final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
         final AtomicBoolean posting = new AtomicBoolean();
         QpState state = QpState.INIT;
+        FakeSrq srq;
         FakeQp peer;
         byte[] peerPrivateData = new byte[0];
         int incomingRnrRetry = 7;
@@ -1033,8 +1184,17 @@ public final class FakeFabric implements Fabric {
             return data;
         }
 
+        /** Where SENDs to this queue pair land: its own receive queue, or its shared one. */
+        ArrayDeque<RecvWr> receiveQueue() {
+            return srq != null ? srq.rq : rq;
+        }
+
         @Override
         public void postRecv(RecvList list) throws FabricException {
+            if (srq != null) {
+                violation("postRecv on qp " + qpn + ", which takes its receives from a shared receive queue");
+                throw new FabricException("ibv_post_recv: queue pair uses a shared receive queue (EINVAL)");
+            }
             if (!posting.compareAndSet(false, true)) {
                 violation("concurrent post on qp " + qpn);
             }

@@ -24,7 +24,8 @@ class PackingTest {
 
     @Test
     void framesQueuedBehindACreditWaitLeaveSeveralToASend() throws Exception {
-        TransportConfig eight = strict().toBuilder().receiveSlots(8).build();
+        // the per-connection window of 8 (a shared pool would start it at its minimum and grow it)
+        TransportConfig eight = strict().toBuilder().receiveSlots(8).sharedReceiveQueue(false).build();
         try (Connection c = new Connection(eight, eight)) {
             c.serverChannel.setAutoRead(false);
             // the window is 8 frames: each leaves alone, at once

@@ -155,6 +155,19 @@ final class RawPeer implements AutoCloseable {
         }
     }
 
+    /** Posts {@code count} one-frame SENDs in one list, ignoring credits (poll for what becomes of them). */
+    void burstIgnoringCredits(int count, int size) throws Exception {
+        int at = RECEIVES * SLOT;
+        ByteBuffer area = memory.buffer();
+        FrameHeader.write(area, at, FrameHeader.FIRST | FrameHeader.LAST, 0, size);
+        SendList list = new SendList(count, 2 * count);
+        for (int i = 0; i < count; i++) {
+            list.addSend(nextWrId++, SendList.FLAG_SIGNALED)
+                    .addSge(memory.address() + at, FrameHeader.LENGTH + size, memory.lkey());
+        }
+        qp.postSend(list);
+    }
+
     void poll() throws FabricException {
         pollFor(false);
     }

@@ -19,7 +19,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 class TransportLimitsTest {
 
     private static TransportConfig.Builder small() {
-        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024)
+        return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8).slotSize(1024)
                 .connectTimeout(Duration.ofSeconds(5));
     }
 

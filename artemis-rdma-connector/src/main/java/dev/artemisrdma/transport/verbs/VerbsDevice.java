@@ -4,6 +4,7 @@ import dev.artemisrdma.transport.*;
 
 import dev.artemisrdma.verbs.IbvCompletionQueue;
 import dev.artemisrdma.verbs.IbvMemoryRegion;
+import dev.artemisrdma.verbs.IbvSharedReceiveQueue;
 import dev.artemisrdma.verbs.RdmaDevice;
 import dev.artemisrdma.verbs.VerbsException;
 
@@ -56,8 +57,26 @@ final class VerbsDevice implements FabricDevice {
         }
     }
 
-    /** Releases memory and completion queues the transport left open (fabric close). */
+    @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
+        try {
+            return new Srq(device.createSharedReceiveQueue(maxReceives));
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    /** Releases memory and completion queues the transport left open (fabric close); SRQs before their memory. */
     void closeResources() {
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            if (resource instanceof Srq srq) {
+                try {
+                    srq.close();
+                } catch (RuntimeException ignored) {
+                    // logged by the binding; its memory is then left registered (the process is ending)
+                }
+            }
+        }
         for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
             try {
                 resource.close();
@@ -105,6 +124,74 @@ final class VerbsDevice implements FabricDevice {
         public void close() {
             live.remove(this);
             region.close();
+        }
+    }
+
+    /** A shared receive queue over an {@link IbvSharedReceiveQueue}; posts through one reusable native list. */
+    final class Srq implements SharedReceiveQueue {
+        private final IbvSharedReceiveQueue srq;
+        private dev.artemisrdma.verbs.RecvRequests requests;
+
+        Srq(IbvSharedReceiveQueue srq) {
+            this.srq = srq;
+            live.add(this);
+        }
+
+        IbvSharedReceiveQueue ibv() {
+            return srq;
+        }
+
+        VerbsDevice device() {
+            return VerbsDevice.this;
+        }
+
+        @Override
+        public int capacity() {
+            return srq.capacity();
+        }
+
+        @Override
+        public void postRecv(RecvList list) throws FabricException {
+            int n = list.size();
+            if (requests == null || requests.maxRequests() < n) {
+                if (requests != null) {
+                    requests.close();
+                }
+                requests = new dev.artemisrdma.verbs.RecvRequests(Math.max(n, srq.capacity()));
+            }
+            requests.clear();
+            for (int i = 0; i < n; i++) {
+                requests.add(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
+            }
+            try {
+                srq.postRecv(requests);
+            } catch (dev.artemisrdma.verbs.PostFailedException e) {
+                throw new PartialPostException(e.getMessage(), e, e.posted());
+            } catch (VerbsException e) {
+                throw new FabricException(e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public void armLimit(int limit) throws FabricException {
+            try {
+                srq.armLimit(limit);
+            } catch (VerbsException e) {
+                throw new FabricException(e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public void close() {
+            srq.close();
+            if (!srq.isDestroyed()) {
+                throw new IllegalStateException("ibv_destroy_srq failed on " + name()
+                        + ": the shared receive queue is still in use");
+            }
+            live.remove(this);
+            if (requests != null) {
+                requests.close();
+            }
         }
     }
 

@@ -36,6 +36,8 @@ final class VerbsQueuePair implements QueuePair {
     private volatile byte[] peerPrivateData;
     private volatile QueuePairEvents events;
     private boolean disconnected;
+    /** Receives come from a shared receive queue: none may be posted here. */
+    private final boolean sharedReceives;
     private boolean closed;
 
     VerbsQueuePair(VerbsFabric fabric, RdmaCmId id, VerbsDevice device, QueuePairSpec spec, byte[] peerPrivateData,
@@ -49,9 +51,19 @@ final class VerbsQueuePair implements QueuePair {
             throw new FabricException("the completion queue of a queue pair must come from " + device.name()
                     + "'s createCompletionQueue");
         }
+        dev.artemisrdma.verbs.IbvSharedReceiveQueue srq = null;
+        if (spec.sharedReceiveQueue() != null) {
+            if (!(spec.sharedReceiveQueue() instanceof VerbsDevice.Srq s) || s.device() != device) {
+                throw new FabricException("the shared receive queue of a queue pair must come from " + device.name()
+                        + "'s createSharedReceiveQueue");
+            }
+            srq = s.ibv();
+        }
+        this.sharedReceives = srq != null;
         try {
             this.qp = id.createQueuePair(device.rdmaDevice(), cq.ibv(), cq.ibv(), new QueuePairCapabilities(
-                    spec.maxSendWr(), spec.maxRecvWr(), spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData()));
+                    spec.maxSendWr(), spec.maxRecvWr(), spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData()),
+                    srq);
         } catch (VerbsException e) {
             throw new FabricException(e.getMessage(), e);
         }
@@ -185,6 +197,10 @@ final class VerbsQueuePair implements QueuePair {
 
     @Override
     public void postRecv(RecvList list) throws FabricException {
+        if (sharedReceives) {
+            throw new FabricException("ibv_post_recv: queue pair " + qpNumber() + " takes its receives from a shared "
+                    + "receive queue");
+        }
         RecvRequests native_ = recvs;
         native_.clear();
         int n = list.size();

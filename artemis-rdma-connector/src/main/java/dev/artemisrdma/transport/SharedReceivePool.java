@@ -1,0 +1,323 @@
+package dev.artemisrdma.transport;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One completion loop's shared receive queue, the registered slots its receives point into, and the receive credits
+ * the loop's connections hold on it.
+ *
+ * <p>Scope: one pool per completion loop (per completion queue), not per acceptor. The loop thread alone polls the
+ * pool's completions, reposts its slots and regrants their credit, in the same batch, without a lock on the data
+ * path; a connection lives on exactly one loop, so its credits come from exactly one pool; and the completion
+ * queue's entry budget covers the pool once (every posted receive can complete at most once) plus each connection's
+ * send budget, so the queue can never overrun. A pool per acceptor would be shared by several loop threads (locks on
+ * every repost, and a receive completing on one loop's queue for a connection another loop serves), and a pool per
+ * device even more so. The price of this choice: memory is {@code sharedReceiveSlots * slotSize} per loop that
+ * serves accepted connections, and loops are added when completion queues fill.
+ *
+ * <p>No SEND meets an empty queue. Each credit a peer holds is one posted receive promised to it. The pool keeps
+ * {@code sum over connections of max(allocation, minimum) <= slots}, where a connection's allocation is every credit
+ * granted to it and not yet consumed (held by the peer, in flight, or owed back to it). A consumed receive is
+ * reposted in the batch that saw it, before its credit is granted again, so the credits outstanding never exceed
+ * the receives posted. Each connection is admitted only if its minimum ({@link TransportConfig#SHARED_MIN_CREDITS})
+ * fits, so none can be starved by the others: the minimum is always its to use. Beyond it, a connection whose peer
+ * says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED}) grows, up to receiveSlots + 1, while the pool
+ * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their
+ * consumed credits back to it instead of keeping them, until the spare returns.
+ *
+ * <p>A connection's credits return to the pool when it is released, after its queue pair is destroyed. A receive it
+ * consumed just before that may still sit unpolled in the completion queue (the slot is then not yet reposted), so
+ * released credits wait {@link #LIMBO_NANOS} before they can be granted again.
+ *
+ * <p>The SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED, armed with {@link SharedReceiveQueue#armLimit}) reports the
+ * posted count falling below a mark. With credits it can only mean a bug or a peer that sends without credit (which
+ * rnrRetryCount then reports on that peer's connection): the pool arms it at a quarter of its slots as a safety
+ * signal for whoever reads the device's async events; flow control never depends on it.
+ *
+ * <p>Threads: the receive path (consumed, repost, the view) is the loop thread's; admission and release come from
+ * connection-manager threads too, so the accounting is guarded by this object's monitor (uncontended on the data
+ * path: one short section per connection per batch).
+ */
+final class SharedReceivePool implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(SharedReceivePool.class);
+    /** Receive work request ids of the pool: the channel index field holds all ones, which no channel has. */
+    static final long WR_ID_TAG = (0xFFFFFFFFL << 32) | ReceiveSide.RECV_BIT;
+    static final int INDEX_TAG = -1;
+    /** How long released credits wait before they can be granted again (see the class comment). */
+    static final long LIMBO_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** Credits a connection asking for more gets at most in one batch (beyond what it consumed). */
+    private static final int GROWTH_STEP = 8;
+
+    /** The credits one connection holds on the pool; guarded by the pool. */
+    static final class Allocation {
+        private volatile int credits;
+        private boolean released;
+
+        int credits() {
+            return credits;
+        }
+    }
+
+    private final String name;
+    private final SharedReceiveQueue srq;
+    private final RegisteredMemory memory;
+    private final ByteBuffer view;
+    private final int slots;
+    private final int slotSize;
+    private final int minimum;
+    private final int maximum;
+    private final RecvList repost;
+    /** Released credits and when they may be reused; guarded by this. */
+    private final ArrayDeque<long[]> limbo = new ArrayDeque<>();
+    private int committed;
+    private int limboCredits;
+    private int connections;
+    private boolean pressure;
+    private boolean closed;
+
+    volatile long receivesConsumed;
+    volatile long growthGrants;
+    volatile long growthRefused;
+    volatile int peakCommitted;
+
+    private SharedReceivePool(String name, SharedReceiveQueue srq, RegisteredMemory memory, int slots, int slotSize,
+                              int maximum) {
+        this.name = name;
+        this.srq = srq;
+        this.memory = memory;
+        this.view = memory.buffer().duplicate();
+        this.slots = slots;
+        this.slotSize = slotSize;
+        this.minimum = TransportConfig.SHARED_MIN_CREDITS;
+        this.maximum = Math.max(minimum, maximum);
+        this.repost = new RecvList(slots);
+    }
+
+    /**
+     * Registers {@code sharedReceiveSlots * slotSize} (counted against maxRegisteredMemory when {@code device} is the
+     * transport's accounted view), creates the SRQ and posts every slot. What was made is undone on failure.
+     */
+    static SharedReceivePool create(String name, FabricDevice device, TransportConfig config) throws FabricException {
+        int slots = config.sharedReceiveSlots();
+        long bytes = (long) slots * config.slotSize();
+        if (bytes > Integer.MAX_VALUE) {
+            throw new FabricException("shared receive pool of " + slots + " slots of " + config.slotSize()
+                    + " bytes is too large for one registration; lower sharedReceiveSlots or slotSize");
+        }
+        RegisteredMemory memory = device.register((int) bytes);
+        SharedReceiveQueue srq = null;
+        try {
+            srq = device.createSharedReceiveQueue(slots);
+            if (srq.capacity() < slots) {
+                throw new FabricException("shared receive queue on " + device.name() + " holds " + srq.capacity()
+                        + " receives, sharedReceiveSlots asks " + slots);
+            }
+            SharedReceivePool pool = new SharedReceivePool(name, srq, memory, slots, config.slotSize(),
+                    Math.max(TransportConfig.SHARED_MIN_CREDITS, config.receiveSlots() + 1));
+            RecvList all = new RecvList(slots);
+            for (int s = 0; s < slots; s++) {
+                pool.add(all, s);
+            }
+            srq.postRecv(all);
+            try {
+                srq.armLimit(Math.max(1, slots / 4));
+            } catch (FabricException e) {
+                LOG.debug("{}: SRQ limit event not armed: {}", name, e.getMessage());
+            }
+            LOG.info("{}: shared receive queue of {} receives x {} bytes ({} KiB registered) on {}", name, slots,
+                    config.slotSize(), bytes >> 10, device.name());
+            return pool;
+        } catch (FabricException | RuntimeException e) {
+            if (srq != null) {
+                srq.close(); // receives posted on it die with it, before their memory goes
+            }
+            memory.close();
+            throw e;
+        }
+    }
+
+    private void add(RecvList list, int slot) {
+        list.add(WR_ID_TAG | slot, memory.address() + (long) slot * slotSize, slotSize, memory.lkey());
+    }
+
+    SharedReceiveQueue queue() {
+        return srq;
+    }
+
+    int slots() {
+        return slots;
+    }
+
+    long registeredBytes() {
+        return memory.length();
+    }
+
+    /** The slot's bytes are read from this view (loop thread). */
+    ByteBuffer view() {
+        return view;
+    }
+
+    /** Where {@code slot} starts in {@link #view()}; -1 for an id that is not one of ours. */
+    int base(int slot) {
+        return slot >= 0 && slot < slots ? slot * slotSize : -1;
+    }
+
+    /** A receive of the pool completed (whatever its status or connection): its slot is reposted this batch. */
+    void consumed(int slot) {
+        if (slot >= 0 && slot < slots) {
+            add(repost, slot);
+        }
+    }
+
+    /** Reposts the batch's consumed slots: before any of their credit is granted again (loop thread). */
+    void repostConsumed() throws FabricException {
+        if (repost.isEmpty()) {
+            return;
+        }
+        int n = repost.size();
+        try {
+            srq.postRecv(repost);
+        } finally {
+            repost.clear();
+        }
+        receivesConsumed += n;
+    }
+
+    /** Admits a connection with its guaranteed minimum; null when the pool cannot promise it. */
+    synchronized Allocation admit() {
+        reclaimLimbo(System.nanoTime());
+        if (closed || committed + minimum > slots) {
+            return null;
+        }
+        Allocation a = new Allocation();
+        a.credits = minimum;
+        committed += minimum;
+        connections++;
+        peakCommitted = Math.max(peakCommitted, committed);
+        return a;
+    }
+
+    /** The credits a connection starts with: what its handshake offers the peer. */
+    int minimum() {
+        return minimum;
+    }
+
+    /**
+     * {@code consumed} of the connection's credits were spent (their receives are reposted already): how many
+     * credits it is granted now. It keeps its allocation, grows while it asks and the pool has spare, and gives
+     * consumed credit back to the pool when others are waiting and it did not ask. -1: the peer spent more credits
+     * than it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its
+     * connection, since the receives it took were promised to others).
+     */
+    synchronized int regrant(Allocation a, int consumed, boolean wanted, int owed) {
+        if (a.released) {
+            return 0;
+        }
+        int kept = a.credits; // before this batch's consumption
+        int after = kept - consumed;
+        int others = committed - Math.max(kept, minimum);
+        // credits sent and not yet spent are kept - owed (owed only shrinks as we send it, so a late check is lenient)
+        if (consumed > kept - owed) {
+            // the peer sent without credit: it took receives promised to others; its connection must fail
+            a.credits = 0;
+            committed = others + minimum;
+            return -1;
+        }
+        int target = kept;
+        if (wanted && kept < maximum) {
+            int room = slots - others;
+            int grown = Math.min(maximum, Math.min(room, kept + Math.max(GROWTH_STEP, consumed)));
+            if (grown > kept) {
+                target = grown;
+                growthGrants++;
+            } else {
+                growthRefused++;
+                pressure = true;
+            }
+        } else if (!wanted && pressure && kept > minimum) {
+            target = Math.max(minimum, after);
+        }
+        a.credits = target;
+        committed = others + Math.max(target, minimum);
+        peakCommitted = Math.max(peakCommitted, committed);
+        if (pressure && slots - committed >= GROWTH_STEP) {
+            pressure = false;
+        }
+        return target - after;
+    }
+
+    /** A connection tearing down spent {@code consumed} credits: nothing is granted back. */
+    synchronized void forfeit(Allocation a, int consumed) {
+        if (!a.released) {
+            int before = Math.max(a.credits, minimum);
+            a.credits = Math.max(0, a.credits - consumed);
+            committed += Math.max(a.credits, minimum) - before;
+        }
+    }
+
+    /** The connection is gone (its queue pair destroyed): its credits return after {@link #LIMBO_NANOS}. */
+    synchronized void release(Allocation a) {
+        if (a.released) {
+            return;
+        }
+        a.released = true;
+        connections--;
+        int held = Math.max(a.credits, minimum);
+        a.credits = 0;
+        limbo.addLast(new long[] {System.nanoTime() + LIMBO_NANOS, held});
+        limboCredits += held;
+    }
+
+    /** Periodic: released credits whose limbo is over go back to the pool. */
+    synchronized void tick(long now) {
+        reclaimLimbo(now);
+    }
+
+    private void reclaimLimbo(long now) {
+        while (!limbo.isEmpty() && now - limbo.peekFirst()[0] >= 0) {
+            int held = (int) limbo.pollFirst()[1];
+            committed -= held;
+            limboCredits -= held;
+        }
+    }
+
+    /** Credits promised to connections (and in limbo) right now. */
+    synchronized int committed() {
+        return committed;
+    }
+
+    synchronized int connections() {
+        return connections;
+    }
+
+    /** Destroys the SRQ, then its memory; every queue pair on it must be destroyed already. Idempotent. */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        try {
+            srq.close();
+        } catch (RuntimeException e) {
+            // receives still posted point into the memory: leaking it is safe, deregistering it is not
+            LOG.error("{}: destroying the shared receive queue failed; its {} bytes stay registered", name,
+                    memory.length(), e);
+            return;
+        }
+        memory.close();
+        LOG.debug("{}: shared receive queue destroyed", name);
+    }
+
+    @Override
+    public String toString() {
+        return name + "[" + slots + " slots, " + committed + " committed]";
+    }
+}

@@ -1,0 +1,265 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Shared receive queue mode on a FakeFabric that enforces SRQ rules: a SEND to a queue pair on an SRQ consumes the
+ * SRQ's receive, an empty SRQ with rnrRetryCount 0 is an RNR failure (a recorded violation).
+ */
+class SharedReceiveQueueTest {
+
+    private static TransportConfig.Builder base() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16).slotSize(512)
+                .sendQueueDepth(32);
+    }
+
+    @Test
+    void manyConnectionsBurstingAtOnceNeverMeetAnEmptySharedQueue() throws Exception {
+        int clients = 16;
+        int frames = 400;
+        // the pool holds exactly every connection's guaranteed minimum: growth must come from nowhere but credits
+        int poolSlots = clients * TransportConfig.SHARED_MIN_CREDITS;
+        TransportConfig serverConfig = base().sharedReceiveSlots(poolSlots).completionQueueEntries(16384).build();
+        TransportConfig clientConfig = base().build();
+        FakeFabric fabric = new FakeFabric();
+        Map<String, Peers.Recorder> serverSides = new ConcurrentHashMap<>();
+        long poolBytes;
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, clientConfig)) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                serverSides.put(ch.remoteAddress().toString(), r);
+                return r;
+            });
+            List<RdmaChannel> channels = new ArrayList<>();
+            List<Peers.Recorder> clientSides = new ArrayList<>();
+            for (int i = 0; i < clients; i++) {
+                Peers.Recorder r = new Peers.Recorder();
+                clientSides.add(r);
+                channels.add(client.connect(s.localAddress(), r));
+            }
+            assertEquals(1, server.sharedReceivePools(), "all accepted connections on one loop's pool");
+            poolBytes = server.sharedReceivePoolBytes();
+            assertEquals((long) poolSlots * 512, poolBytes);
+            // every client bursts at once, from its own thread
+            CountDownLatch go = new CountDownLatch(1);
+            List<Thread> writers = new ArrayList<>();
+            for (int i = 0; i < clients; i++) {
+                int c = i;
+                Thread t = new Thread(() -> {
+                    try {
+                        go.await();
+                        for (int f = 0; f < frames; f++) {
+                            channels.get(c).write(ByteBuffer.wrap(Peers.payload(c, f, 1 + (f * 97) % 1500)),
+                                    f % 7 == 0);
+                        }
+                        channels.get(c).flush();
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                t.start();
+                writers.add(t);
+            }
+            go.countDown();
+            // and the server answers each one, so credits flow both ways
+            for (int i = 0; i < clients; i++) {
+                Peers.Recorder r = awaitSide(serverSides, channels.get(i));
+                Peers.await("frames of client " + i, 30_000, () -> r.count() == frames);
+                for (int f = 0; f < frames; f++) {
+                    assertEquals(Peers.crc(Peers.payload(i, f, 1 + (f * 97) % 1500)), r.crcs.get(f),
+                            "frame " + f + " of client " + i);
+                }
+            }
+            for (Thread t : writers) {
+                t.join();
+            }
+            fabric.assertNoViolations(); // no RNR: no SEND met an empty shared queue
+            assertTrue(fabric.srqLowWater() >= 0);
+            assertEquals(0, fabric.srqLimitEvents(), "the pool never fell below a quarter: credits kept it full");
+            assertEquals(clients, server.channelCount());
+        }
+        assertEquals(0, fabric.liveQueuePairs());
+        assertEquals(0, fabric.liveSharedReceiveQueues(), "the SRQ is destroyed with its loop");
+        assertEquals(0, fabric.liveCompletionQueues());
+        assertEquals(0, fabric.liveMemoryRegions());
+        fabric.assertNoViolations();
+        fabric.close();
+        System.out.printf("SRQ unit: %d connections, pool %d KiB; per-connection queues would register %d KiB%n",
+                clients, poolBytes >> 10, (long) clients * 17 * 512 >> 10);
+    }
+
+    @Test
+    void aLoneFastSenderGrowsItsWindowBeyondTheMinimumAndGivesItBackOnClose() throws Exception {
+        TransportConfig serverConfig = base().sharedReceiveSlots(256).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Peers.Recorder r = new Peers.Recorder();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> r);
+            RdmaChannel ch = client.connect(s.localAddress(), new Peers.Recorder());
+            for (int f = 0; f < 2000; f++) {
+                ch.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
+            }
+            ch.flush();
+            Peers.await("2000 frames", 30_000, () -> r.count() == 2000);
+            SharedReceivePool pool = poolOf(server);
+            assertTrue(pool.growthGrants > 0, "a queued stream asked for more credit and got it");
+            assertTrue(pool.committed() > TransportConfig.SHARED_MIN_CREDITS, "window grown: " + pool);
+            assertTrue(pool.committed() <= serverConfig.receiveSlots() + 1, "never beyond receiveSlots + 1: " + pool);
+            ch.close();
+            Peers.await("credits back after the limbo", 5000, () -> {
+                pool.tick(System.nanoTime());
+                return pool.committed() == 0;
+            });
+            fabric.assertNoViolations();
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    @Test
+    void connectionsBeyondThePoolGoToAnotherLoopAndPool() throws Exception {
+        // a pool of two minimums: the third connection needs a second loop with its own pool
+        TransportConfig serverConfig = base().sharedReceiveSlots(2 * TransportConfig.SHARED_MIN_CREDITS).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                sides.put(ch.remoteAddress().toString(), r);
+                return r;
+            });
+            List<RdmaChannel> channels = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                channels.add(client.connect(s.localAddress(), new Peers.Recorder()));
+            }
+            assertEquals(2, server.sharedReceivePools());
+            for (int i = 0; i < 3; i++) {
+                for (int f = 0; f < 100; f++) {
+                    channels.get(i).write(ByteBuffer.wrap(Peers.payload(i, f, 300)), true);
+                }
+            }
+            for (int i = 0; i < 3; i++) {
+                Peers.Recorder r = awaitSide(sides, channels.get(i));
+                Peers.await("frames", 10_000, () -> r.count() == 100);
+            }
+            fabric.assertNoViolations();
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        assertEquals(0, fabric.liveMemoryRegions());
+        fabric.close();
+    }
+
+    @Test
+    void aPeerThatPredatesCreditGrowthKeepsItsOwnQueueAndAnOldHandshakeDecodesAsAFixedWindow() throws Exception {
+        Handshake.Params old = Handshake.decodeConnect(Handshake.encodeConnect(new Handshake.Params(1024, 9, 1 << 20,
+                Handshake.FEATURE_PACKED)));
+        assertFalse(old.acceptsCreditGrowth());
+        assertEquals(9, old.maxCredits());
+        Handshake.Params grows = Handshake.decodeAccept(Handshake.encodeAccept(new Handshake.Params(1024, 4, 1 << 20,
+                Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH, 65)));
+        assertTrue(grows.acceptsCreditGrowth());
+        assertEquals(65, grows.maxCredits());
+        byte[] bad = Handshake.encodeAccept(new Handshake.Params(1024, 9, 1 << 20, Handshake.FEATURE_CREDIT_GROWTH, 5));
+        try {
+            Handshake.decodeAccept(bad);
+            throw new AssertionError("a maximum below the initial credits must be refused");
+        } catch (Handshake.HandshakeException e) {
+            assertTrue(e.getMessage().contains("maximum credits"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aPeerThatSpendsCreditItWasNeverSentFailsAloneAndTheOthersGoOn() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig serverConfig = base().sharedReceiveSlots(64).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            Map<String, RdmaChannel> serverChannels = new ConcurrentHashMap<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                sides.put(ch.remoteAddress().toString(), r);
+                serverChannels.put(ch.remoteAddress().toString(), ch);
+                ch.setAutoRead(false); // hold the credits back: the peer keeps only its initial 4
+                return r;
+            });
+            RdmaChannel honest = client.connect(s.localAddress(), new Peers.Recorder());
+            byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
+                    Handshake.FEATURE_CREDIT_GROWTH, RawPeer.RECEIVES));
+            try (RawPeer cheat = RawPeer.connect(fabric, s.localAddress(), grows)) {
+                assertEquals(TransportConfig.SHARED_MIN_CREDITS, cheat.server().initialCredits());
+                cheat.burstIgnoringCredits(12, 100); // 8 receives promised to others
+                cheat.awaitLost(5000);
+            }
+            serverChannels.get(honest.localAddress().toString()).setAutoRead(true);
+            for (int f = 0; f < 50; f++) {
+                honest.write(ByteBuffer.wrap(Peers.payload(7, f, 300)), true);
+            }
+            Peers.Recorder r = awaitSide(sides, honest);
+            Peers.await("the honest client's frames", 10_000, () -> r.count() == 50);
+            assertEquals(1, server.channelCount(), "only the cheat was dropped");
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    @Test
+    void theKeysParseValidateAndKeepTheirDerivedDefault() {
+        TransportConfig d = TransportConfig.defaults();
+        assertTrue(d.sharedReceiveQueue(), "a broker's acceptor shares receives by default");
+        assertEquals(512, d.sharedReceiveSlots());
+        TransportConfig c = TransportConfig.fromMap(Map.of("sharedReceiveQueue", "false", "sharedReceiveSlots", "64"));
+        assertFalse(c.sharedReceiveQueue());
+        assertEquals(64, c.sharedReceiveSlots());
+        // unset, the pool fits a small completion queue beside one connection's sends, and stays derived
+        TransportConfig small = TransportConfig.builder().completionQueueEntries(64).sendQueueDepth(24)
+                .receiveSlots(8).build();
+        assertEquals(40, small.sharedReceiveSlots());
+        assertEquals(512, small.toBuilder().completionQueueEntries(16384).build().sharedReceiveSlots());
+        IllegalArgumentException bad = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("sharedReceiveQueue", "yes")));
+        assertTrue(bad.getMessage().startsWith("sharedReceiveQueue:"), bad.getMessage());
+        IllegalArgumentException big = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.builder().completionQueueEntries(1024).sharedReceiveSlots(1000).build());
+        assertTrue(big.getMessage().contains("sharedReceiveSlots"), big.getMessage());
+        IllegalArgumentException tiny = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.builder().sharedReceiveSlots(2).build());
+        assertTrue(tiny.getMessage().startsWith("sharedReceiveSlots:"), tiny.getMessage());
+    }
+
+    private static SharedReceivePool poolOf(RdmaTransport transport) throws Exception {
+        java.lang.reflect.Field f = RdmaTransport.class.getDeclaredField("devices");
+        f.setAccessible(true);
+        for (Object res : ((Map<?, ?>) f.get(transport)).values()) {
+            java.lang.reflect.Field loops = res.getClass().getDeclaredField("loops");
+            loops.setAccessible(true);
+            for (Object loop : (List<?>) loops.get(res)) {
+                SharedReceivePool p = ((CompletionLoop) loop).sharedPool();
+                if (p != null) {
+                    return p;
+                }
+            }
+        }
+        throw new AssertionError("no shared pool");
+    }
+
+    private static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
+            throws InterruptedException {
+        String key = clientChannel.localAddress().toString();
+        Peers.await("server side of " + key, 5000, () -> sides.containsKey(key));
+        return sides.get(key);
+    }
+}
