@@ -232,6 +232,8 @@ final class ReceiveSide {
     /** SENDs of the peer that arrived in this batch (successful receives; flushes excluded). */
     int batchArrived() {
         return batchArrived;
+    }
+
     /** Receives of the shared pool this batch consumed (each one a credit of ours the peer spent). */
     int batchSharedConsumed() {
         return batchSharedConsumed;
