@@ -122,7 +122,8 @@ class RefusedWriteTest {
     void aSendBufferRefusedByMaxRegisteredMemoryFailsThatConnectionNamingTheKey() throws Exception {
         // the connection's own memory (9 slots of 16 KiB and the send headers) fits under 1 MiB; the first 1 MiB slab
         // of send buffers does not. (FakeFabric gives the client the address 10.77.0.2.)
-        Map<String, Object> tight = Map.of("maxRegisteredMemory", "1m", "receiveSlots", 8, "slotSize", "16k");
+        Map<String, Object> tight = Map.of("maxRegisteredMemory", "1m", "receiveSlots", 8, "slotSize", "16k",
+                "sharedReceiveQueue", "false"); // a shared pool (8 MiB by default) would not fit 1 MiB at all
         try (Pair p = new Pair(61762, tight, Map.of())) {
             SendMemoryException refused = assertThrows(SendMemoryException.class,
                     () -> p.server.channel().allocate(1000));

@@ -70,8 +70,10 @@ final class Peers {
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             checkThread();
+            // sizes first: count() reads crcs, and a test that saw the count may read sizes at once
+            int size = frame.remaining();
+            sizes.add(size);
             crcs.add(crc(frame));
-            sizes.add(frame.remaining());
             if (keepFrames) {
                 byte[] copy = new byte[frame.remaining()];
                 frame.duplicate().get(copy);
