@@ -181,6 +181,10 @@ class TransportSoakLabTest {
             Map<String, Long> rnr = moved.rnr();
             System.out.println("transport soak: RNR counters moved: " + rnr);
             rnr.forEach((name, v) -> assertEquals(0L, v, "rxe hw counter " + name + " moved: " + moved.nonZero()));
+            // rxe counts every SEND message it carried: exactly the SENDs our two channels posted (data, packed
+            // and credit frames), so nothing of this traffic went any other way
+            assertEquals(clientStats.sendsPosted() + serverStats.sendsPosted(), moved.get("rdma_sends"),
+                    "rxe's rdma_sends against our channels' SENDs: " + moved.nonZero());
             long payload = bytesToServer + bytesToClient;
             // both ends live on one rxe device: every data packet (at most 4 KiB of payload) passes its counter
             assertTrue(moved.get("sent_pkts") >= payload / 4096, "rxe sent " + moved.get("sent_pkts")
