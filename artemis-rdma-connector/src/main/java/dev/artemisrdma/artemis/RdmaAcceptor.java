@@ -125,8 +125,8 @@ final class RdmaAcceptor extends AbstractAcceptor {
             throw new IllegalStateException("connection limit of " + connectionsAllowed + " reached (raise "
                     + RdmaParameters.CONNECTIONS_ALLOWED + ")");
         }
-        RdmaConnection connection = new RdmaConnection(configuration, handler, tracker, threadPool, batchDelay,
-                directDeliver).bind(channel);
+        RdmaConnection connection = new RdmaConnection(RdmaParameters.connectorParams(configuration), handler,
+                tracker, threadPool, batchDelay, directDeliver).bind(channel);
         connections.put(connection.getID(), connection);
         try {
             tracker.connectionCreated(this, connection, core);

@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executor;
@@ -73,14 +74,17 @@ final class RdmaConnection implements Connection, ChannelHandler {
     private volatile boolean lost;
 
     /**
-     * @param endpointParams   parameters of the endpoint that made the connection; what a client needs to come back
+     * @param endpointParams   what {@link #getConnectorConfig()} describes the connection with: a client's connector
+     *                         configuration, whole (Artemis makes a factory's later connections from the first one's
+     *                         description), or what a client needs to reach an acceptor
+     *                         ({@link RdmaParameters#connectorParams})
      * @param listenerExecutor where a lost peer is reported and ready listeners are called, off the transport's
      *                         completion thread
      * @param batchDelay       &gt; 0: batched writes wait for {@link #checkFlushBatchBuffer} (scheduled by the owner)
      */
     RdmaConnection(Map<String, ?> endpointParams, BufferHandler handler, BaseConnectionLifeCycleListener<?> listener,
                    Executor listenerExecutor, int batchDelay, boolean directDeliver) {
-        this.endpointParams = RdmaParameters.connectorParams(endpointParams);
+        this.endpointParams = new LinkedHashMap<>(endpointParams);
         this.handler = handler;
         this.listener = listener;
         this.listenerExecutor = listenerExecutor;
