@@ -117,6 +117,13 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     + "the shared receive pool and one connection (sharedReceiveSlots + sendQueueDepth = "
                     + ((long) sharedReceiveSlots + sendQueueDepth) + "); raise it or lower sharedReceiveSlots");
         }
+        // refused here rather than at every connection: a pool that can never be registered refuses them all
+        if (sharedReceiveQueue && (long) sharedReceiveSlots * slotSize >= maxRegisteredMemory) {
+            throw new IllegalArgumentException("maxRegisteredMemory: " + maxRegisteredMemory + " bytes cannot hold "
+                    + "a shared receive pool (sharedReceiveSlots x slotSize = " + (long) sharedReceiveSlots * slotSize
+                    + " bytes) and a connection; raise it, lower sharedReceiveSlots or slotSize, or set "
+                    + "sharedReceiveQueue=false");
+        }
     }
 
     /** The device and type of service as the fabric takes them. */

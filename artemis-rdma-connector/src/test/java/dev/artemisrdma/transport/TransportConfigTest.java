@@ -120,4 +120,15 @@ class TransportConfigTest {
         e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(Map.of("maxFrameSize", 100)));
         assertTrue(e.getMessage().startsWith("maxFrameSize: must be 4096"), e.getMessage());
     }
+
+    @Test
+    void aSharedPoolThatCanNeverBeRegisteredIsRefusedAtConfiguration() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxRegisteredMemory", "4m", "slotSize", "16k")));
+        assertTrue(e.getMessage().startsWith("maxRegisteredMemory") && e.getMessage().contains("sharedReceiveSlots")
+                && e.getMessage().contains("sharedReceiveQueue=false"), e.getMessage());
+        TransportConfig perConnection = TransportConfig.fromMap(Map.of("maxRegisteredMemory", "4m",
+                "sharedReceiveQueue", "false"));
+        assertEquals(4L << 20, perConnection.maxRegisteredMemory());
+    }
 }
