@@ -117,4 +117,8 @@
   ABI(PORT_ATTR_LINK_LAYER, offsetof(struct ibv_port_attr, link_layer)) \
   ABI(SOCKADDR_IN_SIZE, sizeof(struct sockaddr_in)) \
   ABI(SOCKADDR_IN6_SIZE, sizeof(struct sockaddr_in6)) \
-  ABI(SOCKADDR_STORAGE_SIZE, sizeof(struct sockaddr_storage))
+  ABI(SOCKADDR_STORAGE_SIZE, sizeof(struct sockaddr_storage)) \
+  ABI(CONTEXT_ASYNC_FD, offsetof(struct ibv_context, async_fd)) \
+  ABI(ASYNC_EVENT_SIZE, sizeof(struct ibv_async_event)) \
+  ABI(ASYNC_EVENT_ELEMENT, offsetof(struct ibv_async_event, element)) \
+  ABI(ASYNC_EVENT_EVENT_TYPE, offsetof(struct ibv_async_event, event_type))

@@ -120,6 +120,10 @@ public final class Abi {
     public static final int SOCKADDR_IN_SIZE = 16;
     public static final int SOCKADDR_IN6_SIZE = 28;
     public static final int SOCKADDR_STORAGE_SIZE = 128;
+    public static final int CONTEXT_ASYNC_FD = 268;
+    public static final int ASYNC_EVENT_SIZE = 16;
+    public static final int ASYNC_EVENT_ELEMENT = 0;
+    public static final int ASYNC_EVENT_EVENT_TYPE = 8;
 
     /** sizeof(struct ibv_port_attr) grew from 52 to 56 in rdma-core v49; buffers for it are this large. */
     public static final int PORT_ATTR_BUFFER = 64;

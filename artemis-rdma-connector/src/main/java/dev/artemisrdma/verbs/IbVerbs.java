@@ -45,4 +45,8 @@ final class IbVerbs {
     static native int ibv_query_qp(long qp, long qpAttr, int attrMask, long qpInitAttr);
 
     static native long ibv_get_device_name(long device);
+
+    static native int ibv_get_async_event(long context, long event);
+
+    static native void ibv_ack_async_event(long event);
 }

@@ -56,6 +56,15 @@ public final class RdmaDevice implements AutoCloseable {
         return context;
     }
 
+    /** The context's async event fd (ibv_get_async_event reads it). */
+    int asyncFd() {
+        return NativeStruct.readInt(context, Abi.CONTEXT_ASYNC_FD);
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
     long pd() {
         checkOpen();
         return pd;

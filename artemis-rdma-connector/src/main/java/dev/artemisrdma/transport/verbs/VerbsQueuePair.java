@@ -90,7 +90,13 @@ final class VerbsQueuePair implements QueuePair {
                 events.established(this);
             }
             case DISCONNECTED -> notifyDisconnected("peer " + describePeer() + " disconnected");
-            case DEVICE_REMOVAL -> notifyDisconnected("RDMA device " + device.name() + " was removed");
+            case DEVICE_REMOVAL -> {
+                // rdma_cm requires this id destroyed before the device can go: the transport's teardown does it
+                // (queue pair first, then the id); the fabric frees the device once everything on it is released
+                String reason = "RDMA device " + device.name() + " was removed (RDMA_CM_EVENT_DEVICE_REMOVAL)";
+                notifyDisconnected(reason);
+                fabric.deviceGone(device.name(), reason);
+            }
             case CONNECT_ERROR, UNREACHABLE, REJECTED -> notifyDisconnected("connection to " + describePeer()
                     + " failed: " + event);
             // the address the connection was resolved over moved (address removed, bonding failover): fail now, so
@@ -100,6 +106,16 @@ final class VerbsQueuePair implements QueuePair {
             case TIMEWAIT_EXIT -> LOG.debug("{} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
             default -> LOG.debug("ignoring {} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
         }
+    }
+
+    /** A device event (port down, fatal error) hit this queue pair; see {@link DeviceEventRouter}. */
+    void notifyDeviceEvent(QueuePair self, String reason) {
+        notifyDisconnected(reason);
+    }
+
+    /** The port of the device the connection runs over, for port events. */
+    int portNumber() {
+        return id.portNumber();
     }
 
     private void notifyDisconnected(String reason) {
@@ -228,6 +244,7 @@ final class VerbsQueuePair implements QueuePair {
         }
         fabric.unroute(id.address());
         fabric.disown(this);
+        fabric.untrack(this);
         id.close(); // rdma_destroy_qp, then rdma_destroy_id
         sends.close();
         recvs.close();
