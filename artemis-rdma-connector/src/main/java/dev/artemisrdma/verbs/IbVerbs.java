@@ -49,4 +49,6 @@ final class IbVerbs {
     static native int ibv_get_async_event(long context, long event);
 
     static native void ibv_ack_async_event(long event);
+
+    static native int ibv_modify_qp(long qp, long attr, int attrMask);
 }

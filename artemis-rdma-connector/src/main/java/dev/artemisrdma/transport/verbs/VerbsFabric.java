@@ -59,6 +59,11 @@ public final class VerbsFabric implements Fabric {
     /** Lost devices, with the device listeners that still hold something on each. */
     private final Map<VerbsDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
     private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
+    /** rdma_cm ids whose destruction waits for their port to come back (see {@link #destroyWhenPortUp}). */
+    private final List<DeferredDestroy> deferred = new ArrayList<>();
+
+    private record DeferredDestroy(VerbsDevice device, int port, Runnable destroy) {
+    }
     private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "rdma-fabric-timer");
         t.setDaemon(true);
@@ -155,6 +160,47 @@ public final class VerbsFabric implements Fabric {
         }
     }
 
+    /**
+     * Whether {@code port} of {@code device} is down now. While it is, nothing may send a CM message through it: rxe
+     * fails the send, which leaves the device's MAD queue pair without receives, and rdma_cm on that device never
+     * answers again until it is re-created.
+     */
+    boolean isPortDown(VerbsDevice device, int port) {
+        return port > 0 && !lostDevices.containsKey(device) && !device.rdmaDevice().isPortActive(port);
+    }
+
+    /**
+     * Runs {@code destroy} (rdma_destroy_qp and rdma_destroy_id, which sends a DREQ) once the port is active again,
+     * the device is lost or the fabric closes; at once when the port is up. The queue pair is in the error state
+     * with nothing posted, so nothing reads or writes memory meanwhile.
+     */
+    void destroyWhenPortUp(VerbsDevice device, int port, Runnable destroy) {
+        synchronized (deferred) {
+            deferred.add(new DeferredDestroy(device, port, destroy));
+        }
+        runDeferred(false); // the port may have come back meanwhile
+    }
+
+    /** Destroys what waited for a port that is active again (or for a device that is gone: {@code all}). */
+    private void runDeferred(boolean all) {
+        List<DeferredDestroy> due = new ArrayList<>();
+        synchronized (deferred) {
+            for (DeferredDestroy d : deferred) {
+                if (all || lostDevices.containsKey(d.device) || d.device.rdmaDevice().isPortActive(d.port)) {
+                    due.add(d);
+                }
+            }
+            deferred.removeAll(due);
+        }
+        for (DeferredDestroy d : due) {
+            try {
+                d.destroy.run();
+            } catch (RuntimeException e) {
+                LOG.warn("destroying a connection of {} port {} failed: {}", d.device.name(), d.port, e.toString());
+            }
+        }
+    }
+
     /** Tracks a queue pair for device events while it lives. */
     void track(VerbsQueuePair qp, int port) {
         router.register(qp, qp.device().name(), port, qp::notifyDeviceEvent);
@@ -199,6 +245,7 @@ public final class VerbsFabric implements Fabric {
         }
         LOG.error("{}: failing its connections and releasing what is on it", reason);
         router.failDevice(device.name(), reason);
+        runDeferred(false); // ids waiting for a port of this device: rdma_cm wants them destroyed now
         if (holders.isEmpty()) {
             free(device);
             return;
@@ -279,6 +326,7 @@ public final class VerbsFabric implements Fabric {
                 if (System.nanoTime() - nextScan >= 0 && !closed) {
                     nextScan = System.nanoTime() + 1_000_000_000L;
                     refreshDevices();
+                    runDeferred(false);
                 }
             } catch (VerbsException | RuntimeException e) {
                 if (!closed) {
@@ -310,6 +358,9 @@ public final class VerbsFabric implements Fabric {
                     event.qpNumber());
         };
         router.dispatch(mapped);
+        if (mapped.kind() == DeviceEvent.Kind.PORT_UP) {
+            runDeferred(false);
+        }
     }
 
     void route(long idAddress, Consumer<CmEvent> handler) {
@@ -405,6 +456,7 @@ public final class VerbsFabric implements Fabric {
             toClose = new ArrayList<>(owned);
             owned.clear();
         }
+        runDeferred(true);
         for (int i = toClose.size() - 1; i >= 0; i--) {
             try {
                 toClose.get(i).close();

@@ -97,13 +97,20 @@ final class VerbsListener implements FabricListener {
     /** Recovery: the same address and port again, on whatever device now has the address. */
     private void rebind() throws FabricException {
         RdmaCmId fresh = bindAndListen(fabric, localAddress, addressing);
+        String name;
+        try {
+            name = fabric.deviceNameOf(fresh);
+        } catch (FabricException | RuntimeException e) {
+            fresh.close();
+            throw e;
+        }
         synchronized (this) {
             if (closed) {
                 fresh.close();
                 return;
             }
             id = fresh;
-            deviceName = fabric.deviceNameOf(fresh);
+            deviceName = name;
             fabric.route(fresh.address(), this::onEvent);
         }
     }

@@ -37,6 +37,7 @@ final class VerbsQueuePair implements QueuePair {
     private volatile QueuePairEvents events;
     private boolean disconnected;
     private boolean closed;
+    private int port;
 
     VerbsQueuePair(VerbsFabric fabric, RdmaCmId id, VerbsDevice device, QueuePairSpec spec, byte[] peerPrivateData,
                    QueuePairEvents events) throws FabricException {
@@ -226,6 +227,17 @@ final class VerbsQueuePair implements QueuePair {
             return;
         }
         disconnected = true;
+        port = id.portNumber();
+        if (fabric.isPortDown(device, port)) {
+            // no DREQ through a port that is down (see VerbsFabric.isPortDown): flush locally; the peer hears of it
+            // when the id is destroyed, once the port is back
+            try {
+                qp.moveToError();
+            } catch (VerbsException e) {
+                LOG.debug("moving queue pair {} to error: {}", qp.qpNumber(), e.getMessage());
+            }
+            return;
+        }
         try {
             id.disconnect();
         } catch (VerbsException e) {
@@ -236,18 +248,31 @@ final class VerbsQueuePair implements QueuePair {
 
     @Override
     public void close() {
+        int onPort;
         synchronized (this) {
             if (closed) {
                 return;
             }
             closed = true;
+            onPort = port > 0 ? port : id.portNumber();
         }
         fabric.unroute(id.address());
         fabric.disown(this);
         fabric.untrack(this);
-        id.close(); // rdma_destroy_qp, then rdma_destroy_id
         sends.close();
         recvs.close();
+        if (fabric.isPortDown(device, onPort)) {
+            try {
+                qp.moveToError(); // nothing posted any more; stays quiet until destroyed
+            } catch (VerbsException e) {
+                LOG.debug("moving queue pair {} to error: {}", qp.qpNumber(), e.getMessage());
+            }
+            LOG.debug("queue pair {} to {}: destroyed once port {} of {} is back", qp.qpNumber(), describePeer(),
+                    onPort, device.name());
+            fabric.destroyWhenPortUp(device, onPort, id::close);
+            return;
+        }
+        id.close(); // rdma_destroy_qp, then rdma_destroy_id
     }
 
     @Override
