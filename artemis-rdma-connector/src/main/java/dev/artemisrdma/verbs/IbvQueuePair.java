@@ -10,7 +10,7 @@ public final class IbvQueuePair {
 
     private static final int IBV_QP_AV = 1 << 7;
     private static final int IBV_QP_STATE = 1;
-    private static final int IBV_QPS_ERR = 6;
+    private static final int IBV_QPS_ERR = Abi.QPS_ERR;
 
     private final RdmaCmId id;
     private final long qp;

@@ -65,7 +65,7 @@ public final class RdmaDevice implements AutoCloseable {
         return closed;
     }
 
-    private static final int IBV_PORT_ACTIVE = 4;
+    private static final int IBV_PORT_ACTIVE = Abi.PORT_ACTIVE_STATE;
 
     /** Whether {@code port} is ACTIVE now (ibv_query_port; the kernel's state, ahead of the async event). */
     public boolean isPortActive(int port) {
