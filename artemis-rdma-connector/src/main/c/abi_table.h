@@ -127,4 +127,18 @@
   ABI(SRQ_ATTR_SRQ_LIMIT, offsetof(struct ibv_srq_attr, srq_limit)) \
   ABI(SRQ_CONTEXT, offsetof(struct ibv_srq, context)) \
   ABI(DEVICE_ATTR_MAX_SRQ, offsetof(struct ibv_device_attr, max_srq)) \
-  ABI(DEVICE_ATTR_MAX_SRQ_WR, offsetof(struct ibv_device_attr, max_srq_wr))
+  ABI(DEVICE_ATTR_MAX_SRQ_WR, offsetof(struct ibv_device_attr, max_srq_wr)) \
+  ABI(CONTEXT_ASYNC_FD, offsetof(struct ibv_context, async_fd)) \
+  ABI(ASYNC_EVENT_SIZE, sizeof(struct ibv_async_event)) \
+  ABI(ASYNC_EVENT_ELEMENT, offsetof(struct ibv_async_event, element)) \
+  ABI(ASYNC_EVENT_EVENT_TYPE, offsetof(struct ibv_async_event, event_type)) \
+  ABI(EVENT_QP_FATAL, IBV_EVENT_QP_FATAL) \
+  ABI(EVENT_QP_REQ_ERR, IBV_EVENT_QP_REQ_ERR) \
+  ABI(EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_ACCESS_ERR) \
+  ABI(EVENT_DEVICE_FATAL, IBV_EVENT_DEVICE_FATAL) \
+  ABI(EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ACTIVE) \
+  ABI(EVENT_PORT_ERR, IBV_EVENT_PORT_ERR) \
+  ABI(EVENT_SRQ_LIMIT_REACHED, IBV_EVENT_SRQ_LIMIT_REACHED) \
+  ABI(EVENT_WQ_FATAL, IBV_EVENT_WQ_FATAL) \
+  ABI(QPS_ERR, IBV_QPS_ERR) \
+  ABI(PORT_ACTIVE_STATE, IBV_PORT_ACTIVE)

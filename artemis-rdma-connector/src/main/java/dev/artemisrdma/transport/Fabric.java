@@ -42,6 +42,28 @@ public interface Fabric extends AutoCloseable {
     QueuePair connect(InetSocketAddress remote, ConnectionSetup setup, ConnectOptions options,
                       QueuePairEvents events) throws FabricException;
 
+    /**
+     * Adds one who hears of devices that went away ({@link DeviceListener}): each transport on this fabric. A
+     * fabric whose devices cannot go away may ignore it.
+     */
+    default void addDeviceListener(DeviceListener listener) {
+    }
+
+    /** Removes a device listener (its transport closed: it holds nothing on any device any more). */
+    default void removeDeviceListener(DeviceListener listener) {
+    }
+
+    /**
+     * {@code listener} released everything it created on a lost device (completion queues, memory): once every
+     * listener has, the fabric frees the device. Idempotent.
+     */
+    default void releaseDevice(FabricDevice device, DeviceListener listener) {
+    }
+
+    /** Receives shared receive queue limit events (IBV_EVENT_SRQ_LIMIT_REACHED); nothing else is done with them. */
+    default void onSrqLimit(java.util.function.Consumer<DeviceEvent> hook) {
+    }
+
     /** Releases everything the fabric owns: listeners, connections still open, devices. */
     @Override
     void close();

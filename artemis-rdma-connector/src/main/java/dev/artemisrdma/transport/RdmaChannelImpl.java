@@ -256,6 +256,11 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.pool = pool;
     }
 
+    /** Whether this channel's memory comes from {@code pool} (so from that pool's device). */
+    boolean usesPool(BufferPool pool) {
+        return this.pool == pool;
+    }
+
     /** Takes a completion loop slot and registers this connection's memory on the device the route chose. */
     private void bind(FabricDevice device) throws FabricException {
         lock.lock();

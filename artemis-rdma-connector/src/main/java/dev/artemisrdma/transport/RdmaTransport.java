@@ -42,6 +42,7 @@ public final class RdmaTransport implements AutoCloseable {
     private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
     private final ReassemblyBudget reassemblyBudget;
     private final ScheduledExecutorService timer;
+    private final DeviceListener deviceListener = this::deviceLost;
     private volatile boolean closed;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
@@ -58,6 +59,54 @@ public final class RdmaTransport implements AutoCloseable {
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
         timer.scheduleWithFixedDelay(this::trimIdleSlabs, SLAB_IDLE_SECONDS, SLAB_IDLE_SECONDS, TimeUnit.SECONDS);
+        fabric.addDeviceListener(deviceListener);
+    }
+
+    /** How long a lost device's connections get to release before its loops and memory are, at the latest. */
+    static final long DEVICE_RELEASE_WAIT_MILLIS = 10_000;
+
+    /**
+     * A device went away. Its connections fail through their own queue pair events; once they are released, the
+     * device's completion loops stop (destroying their completion queues) and its send buffer slabs are deregistered,
+     * then the fabric is told it may free the device. Never blocks the fabric's thread.
+     */
+    private void deviceLost(FabricDevice device, String reason) {
+        FabricDevice raw = device instanceof AccountedDevice a ? a.raw() : device;
+        DeviceResources res = devices.get(raw);
+        if (res == null || closed) {
+            fabric.releaseDevice(device, deviceListener);
+            return;
+        }
+        LOG.warn("{}: {}; its completion loops and memory are released once its connections are gone", name,
+                reason);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(DEVICE_RELEASE_WAIT_MILLIS);
+        try {
+            timer.execute(() -> releaseWhenIdle(res, deadline));
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            // closing: close() releases everything
+        }
+    }
+
+    private void releaseWhenIdle(DeviceResources res, long deadline) {
+        boolean busy = channels.stream().anyMatch(ch -> ch.usesPool(res.pool));
+        if (busy && System.nanoTime() - deadline < 0) {
+            timer.schedule(() -> releaseWhenIdle(res, deadline), 50, TimeUnit.MILLISECONDS);
+            return;
+        }
+        if (busy) {
+            // its completion queues and memory may still be in use: freeing them could crash the JVM
+            LOG.error("{}: connections on the removed device {} were not released within {} ms; its completion "
+                    + "queues and memory stay (the kernel cannot finish removing the device until they go)", name,
+                    res.device.name(), DEVICE_RELEASE_WAIT_MILLIS);
+            return;
+        }
+        devices.remove(res.device, res);
+        for (CompletionLoop loop : res.loops) {
+            loop.stop();
+        }
+        res.pool.close();
+        LOG.info("{}: released the completion loops and memory of the removed device {}", name, res.device.name());
+        fabric.releaseDevice(res.device, deviceListener);
     }
 
     public static RdmaTransport create(Fabric fabric, TransportConfig config) {
@@ -393,6 +442,7 @@ public final class RdmaTransport implements AutoCloseable {
             res.pool.close();
         }
         devices.clear();
+        fabric.removeDeviceListener(deviceListener);
         LOG.info("{}: closed", name);
     }
 

@@ -130,6 +130,21 @@ public final class Abi {
     public static final int SRQ_CONTEXT = 0;
     public static final int DEVICE_ATTR_MAX_SRQ = 212;
     public static final int DEVICE_ATTR_MAX_SRQ_WR = 216;
+    public static final int CONTEXT_ASYNC_FD = 268;
+    public static final int ASYNC_EVENT_SIZE = 16;
+    public static final int ASYNC_EVENT_ELEMENT = 0;
+    public static final int ASYNC_EVENT_EVENT_TYPE = 8;
+    /** enum values the binding relies on (ibv_event_type, ibv_qp_state, ibv_port_state), checked like the layouts */
+    public static final int EVENT_QP_FATAL = 1;
+    public static final int EVENT_QP_REQ_ERR = 2;
+    public static final int EVENT_QP_ACCESS_ERR = 3;
+    public static final int EVENT_DEVICE_FATAL = 8;
+    public static final int EVENT_PORT_ACTIVE = 9;
+    public static final int EVENT_PORT_ERR = 10;
+    public static final int EVENT_SRQ_LIMIT_REACHED = 15;
+    public static final int EVENT_WQ_FATAL = 19;
+    public static final int QPS_ERR = 6;
+    public static final int PORT_ACTIVE_STATE = 4;
 
     /** sizeof(struct ibv_port_attr) grew from 52 to 56 in rdma-core v49; buffers for it are this large. */
     public static final int PORT_ATTR_BUFFER = 64;

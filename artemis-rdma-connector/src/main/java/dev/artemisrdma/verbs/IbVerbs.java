@@ -51,4 +51,10 @@ final class IbVerbs {
     static native int ibv_modify_srq(long srq, long srqAttr, int srqAttrMask);
 
     static native int ibv_destroy_srq(long srq);
+
+    static native int ibv_get_async_event(long context, long event);
+
+    static native void ibv_ack_async_event(long event);
+
+    static native int ibv_modify_qp(long qp, long attr, int attrMask);
 }

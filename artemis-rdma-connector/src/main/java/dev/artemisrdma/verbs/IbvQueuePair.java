@@ -9,6 +9,8 @@ package dev.artemisrdma.verbs;
 public final class IbvQueuePair {
 
     private static final int IBV_QP_AV = 1 << 7;
+    private static final int IBV_QP_STATE = 1;
+    private static final int IBV_QPS_ERR = Abi.QPS_ERR;
 
     private final RdmaCmId id;
     private final long qp;
@@ -53,6 +55,24 @@ public final class IbvQueuePair {
 
     public boolean isEstablished() {
         return established;
+    }
+
+    /**
+     * Moves the queue pair to the error state locally (ibv_modify_qp), so outstanding work requests flush, without
+     * a word to the peer: rdma_disconnect would also send a DREQ, which must not happen while the port is down.
+     */
+    public void moveToError() throws VerbsException {
+        if (destroyed) {
+            throw new VerbsException("ibv_modify_qp: queue pair " + qpNumber + " is destroyed");
+        }
+        try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE)) {
+            attr.putInt(Abi.QP_ATTR_QP_STATE, IBV_QPS_ERR);
+            int rc = IbVerbs.ibv_modify_qp(qp, attr.address(), IBV_QP_STATE);
+            if (rc != 0) {
+                throw new VerbsException("ibv_modify_qp", rc, "(IBV_QPS_ERR) for queue pair " + qpNumber);
+            }
+        }
+        established = false;
     }
 
     /** Called by the connection owner on RDMA_CM_EVENT_ESTABLISHED (or when rdma_connect completed). */

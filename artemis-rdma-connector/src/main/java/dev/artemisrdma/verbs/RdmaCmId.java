@@ -101,12 +101,17 @@ public final class RdmaCmId implements AutoCloseable {
         return NativeStruct.readPointer(id, Abi.CM_ID_VERBS);
     }
 
+    /** The port of its device the id is bound to (rdma_cm_id.port_num), 0 before address resolution. */
+    public int portNumber() {
+        return new com.sun.jna.Pointer(id).getByte(Abi.CM_ID_PORT_NUM) & 0xff;
+    }
+
     /** The device among {@code devices} this id resolved to. */
     public RdmaDevice device(RdmaDevices devices) throws VerbsException {
         RdmaDevice device = devices.byContext(verbsContext());
         if (device == null) {
             throw new VerbsException("rdma_cm id for " + describePeer() + " is on a device that was not open "
-                    + "when the fabric started (hot-plugged?)");
+                    + "when the fabric last looked (hot-plugged?)");
         }
         return device;
     }

@@ -60,6 +60,28 @@ public final class RdmaDevice implements AutoCloseable {
         return context;
     }
 
+    /** The context's async event fd (ibv_get_async_event reads it). */
+    int asyncFd() {
+        return NativeStruct.readInt(context, Abi.CONTEXT_ASYNC_FD);
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    private static final int IBV_PORT_ACTIVE = Abi.PORT_ACTIVE_STATE;
+
+    /** Whether {@code port} is ACTIVE now (ibv_query_port; the kernel's state, ahead of the async event). */
+    public boolean isPortActive(int port) {
+        if (closed || port < 1 || port > 255) {
+            return false;
+        }
+        try (NativeStruct attr = new NativeStruct(Abi.PORT_ATTR_BUFFER)) {
+            return IbVerbs.ibv_query_port(context, (byte) port, attr.address()) == 0
+                    && attr.getInt(Abi.PORT_ATTR_STATE) == IBV_PORT_ACTIVE;
+        }
+    }
+
     long pd() {
         checkOpen();
         return pd;

@@ -79,7 +79,18 @@ public final class FakeFabric implements Fabric {
     private final List<String> violations = new CopyOnWriteArrayList<>();
     private final ExecutorService cm;
     private final Thread wire;
-    private final FakeDevice device = new FakeDevice();
+    private volatile FakeDevice device = new FakeDevice(0);
+    private final DeviceEventRouter router = new DeviceEventRouter();
+    private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
+    private final List<FabricDevice> releasedDevices = new CopyOnWriteArrayList<>();
+    private final Map<FabricDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
+    private final java.util.concurrent.ScheduledExecutorService recoveryTimer =
+            Executors.newSingleThreadScheduledExecutor(r -> {
+                Thread t = new Thread(r, "fake-rdma-timer");
+                t.setDaemon(true);
+                return t;
+            });
+    private volatile boolean deviceRemoved;
     private final Map<InetSocketAddress, FakeListener> listeners = new ConcurrentHashMap<>();
     private final List<FakeQp> qps = new ArrayList<>();
     private final Map<Integer, FakeMr> mrs = new HashMap<>();
@@ -285,6 +296,90 @@ public final class FakeFabric implements Fabric {
         }
     }
 
+    /** A verbs async event arrives (as ibv_get_async_event would deliver it), handled on the cm thread. */
+    public void injectDeviceEvent(DeviceEvent event) {
+        cm.execute(() -> router.dispatch(event));
+    }
+
+    /**
+     * The device is removed (rdma link delete): every connection on it hears RDMA_CM_EVENT_DEVICE_REMOVAL, listeners
+     * lose their binding (and recover once {@link #restoreDevice} brought it back), connects fail, and the device
+     * listeners (transports) are told; the device is freed once they all released it ({@link #releasedDevices}).
+     */
+    public void removeDevice() {
+        FakeDevice gone = device;
+        deviceRemoved = true;
+        String reason = "RDMA device " + gone.name() + " was removed (RDMA_CM_EVENT_DEVICE_REMOVAL)";
+        cm.execute(() -> {
+            for (FakeListener l : new ArrayList<>(listeners.values())) {
+                l.lose(reason);
+            }
+            Set<DeviceListener> holders = ConcurrentHashMap.newKeySet();
+            holders.addAll(deviceListeners);
+            lostDevices.put(gone, holders);
+            router.failDevice(gone.name(), reason);
+            if (holders.isEmpty()) {
+                releasedDevices.add(gone);
+            }
+            for (DeviceListener listener : List.copyOf(holders)) {
+                listener.deviceLost(gone, reason);
+            }
+        });
+    }
+
+    /** The device is back (rdma link add): a new device object with the same name, as a re-added rxe is. */
+    public void restoreDevice() {
+        device = new FakeDevice(device.generation + 1);
+        deviceRemoved = false;
+    }
+
+    /** An address change on a listener's address (RDMA_CM_EVENT_ADDR_CHANGE): it re-binds. */
+    public void changeListenerAddress(InetSocketAddress address) {
+        cm.execute(() -> {
+            FakeListener l = listeners.get(address);
+            if (l != null) {
+                l.lose("its address moved (RDMA_CM_EVENT_ADDR_CHANGE)");
+            }
+        });
+    }
+
+    /** Devices freed after removal (every device listener released what it had there). */
+    public List<FabricDevice> releasedDevices() {
+        return List.copyOf(releasedDevices);
+    }
+
+    /** Whether a listener on {@code address} is bound (not lost). */
+    public boolean isListening(InetSocketAddress address) {
+        return listeners.containsKey(address);
+    }
+
+    @Override
+    public void addDeviceListener(DeviceListener listener) {
+        deviceListeners.add(listener);
+    }
+
+    @Override
+    public void removeDeviceListener(DeviceListener listener) {
+        deviceListeners.remove(listener);
+        for (FabricDevice d : lostDevices.keySet()) {
+            releaseDevice(d, listener);
+        }
+    }
+
+    @Override
+    public void releaseDevice(FabricDevice d, DeviceListener listener) {
+        Set<DeviceListener> holders = lostDevices.get(d);
+        if (holders != null && holders.remove(listener) && holders.isEmpty()) {
+            lostDevices.remove(d);
+            releasedDevices.add(d);
+        }
+    }
+
+    @Override
+    public void onSrqLimit(java.util.function.Consumer<DeviceEvent> hook) {
+        router.onSrqLimit(hook);
+    }
+
     private void violation(String what) {
         violations.add(what);
     }
@@ -298,9 +393,10 @@ public final class FakeFabric implements Fabric {
             throw new FabricException("fabric closed");
         }
         addressing.requireKnownDevice(List.of(device.name()));
+        requireDevice(bindAddress);
         InetSocketAddress addr = bindAddress.getPort() == 0
                 ? new InetSocketAddress(bindAddress.getAddress(), nextPort.incrementAndGet()) : bindAddress;
-        FakeListener l = new FakeListener(addr, handler);
+        FakeListener l = new FakeListener(addr, handler, addressing);
         if (listeners.putIfAbsent(addr, l) != null) {
             throw new FabricException("rdma_bind_addr " + addr + ": address in use (EADDRINUSE)");
         }
@@ -314,6 +410,7 @@ public final class FakeFabric implements Fabric {
             throw new FabricException("fabric closed");
         }
         options.addressing().requireKnownDevice(List.of(device.name()));
+        requireDevice(remote);
         FakeListener l = findListener(remote);
         if (l == null) {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");
@@ -371,6 +468,7 @@ public final class FakeFabric implements Fabric {
     @Override
     public void close() {
         closed = true;
+        recoveryTimer.shutdownNow();
         listeners.clear();
         cm.shutdownNow();
         lock.lock();
@@ -383,6 +481,13 @@ public final class FakeFabric implements Fabric {
             wire.join(2000);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+    }
+
+    private void requireDevice(InetSocketAddress address) throws FabricException {
+        if (deviceRemoved) {
+            throw new AddressingException("no RDMA device has the address " + address + " (ENODEV): the device "
+                    + "was removed");
         }
     }
 
@@ -446,6 +551,7 @@ public final class FakeFabric implements Fabric {
                 srq.users.add(qp);
             }
             qps.add(qp);
+            router.register(qp, qp.device.name(), 1, events);
             cq.users.add(qp);
             liveQps.incrementAndGet();
             return qp;
@@ -476,6 +582,7 @@ public final class FakeFabric implements Fabric {
         qp.sq.clear();
         qp.rq.clear();
         qps.remove(qp);
+        router.unregister(qp);
         qp.cq.users.remove(qp);
         if (qp.srq != null) {
             qp.srq.users.remove(qp);
@@ -671,6 +778,12 @@ public final class FakeFabric implements Fabric {
     // ------------------------------------------------------------------------------------ fake objects
 
     private final class FakeDevice implements FabricDevice {
+        final int generation;
+
+        FakeDevice(int generation) {
+            this.generation = generation;
+        }
+
         @Override
         public String name() {
             return "fake0";
@@ -1041,6 +1154,7 @@ public final class FakeFabric implements Fabric {
         final QueuePairEvents events;
         final InetSocketAddress local;
         final InetSocketAddress remote;
+        final FakeDevice device = FakeFabric.this.device;
         final ArrayDeque<SendWr> sq = new ArrayDeque<>();
         final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
         final AtomicBoolean posting = new AtomicBoolean();
@@ -1291,10 +1405,30 @@ public final class FakeFabric implements Fabric {
     private final class FakeListener implements FabricListener {
         final InetSocketAddress address;
         final ConnectionRequestHandler handler;
+        final ListenerRecovery recovery;
+        volatile boolean closedByUser;
 
-        FakeListener(InetSocketAddress address, ConnectionRequestHandler handler) {
+        FakeListener(InetSocketAddress address, ConnectionRequestHandler handler, Addressing addressing) {
             this.address = address;
             this.handler = handler;
+            this.recovery = new ListenerRecovery("listener " + RdmaTransport.describe(address), recoveryTimer,
+                    this::rebind);
+        }
+
+        void lose(String reason) {
+            if (listeners.remove(address, this)) {
+                recovery.lost(reason);
+            }
+        }
+
+        private void rebind() throws FabricException {
+            if (closedByUser) {
+                return;
+            }
+            requireDevice(address);
+            if (listeners.putIfAbsent(address, this) != null) {
+                throw new FabricException("rdma_bind_addr " + address + ": address in use (EADDRINUSE)");
+            }
         }
 
         @Override
@@ -1304,6 +1438,8 @@ public final class FakeFabric implements Fabric {
 
         @Override
         public void close() {
+            closedByUser = true;
+            recovery.cancel();
             listeners.remove(address, this);
         }
     }

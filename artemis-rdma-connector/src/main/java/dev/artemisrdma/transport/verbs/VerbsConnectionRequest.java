@@ -55,6 +55,7 @@ final class VerbsConnectionRequest implements ConnectionRequest {
             qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), privateData, events);
             fabric.route(id.address(), qp::onEvent);
             fabric.own(qp);
+            fabric.track(qp, qp.portNumber());
             setup.prepare(qp); // receives are posted before the peer can send
             id.accept(replyData, rnrRetryCount);
             return qp;

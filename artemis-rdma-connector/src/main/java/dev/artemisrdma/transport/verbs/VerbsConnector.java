@@ -159,6 +159,7 @@ final class VerbsConnector {
                     qp.markEstablished();
                     fabric.route(id.address(), qp::onEvent);
                     fabric.own(qp);
+                    fabric.track(qp, qp.portNumber());
                     result.complete(qp);
                 }
                 case REJECTED -> fail(new ConnectionRejectedException("connection to " + target()
@@ -173,8 +174,15 @@ final class VerbsConnector {
                         + "(RDMA_CM_EVENT_UNREACHABLE, status " + event.status() + ")"));
                 case CONNECT_ERROR -> fail(new FabricException("connecting to " + target() + " failed "
                         + "(RDMA_CM_EVENT_CONNECT_ERROR, status " + event.status() + ")"));
-                case DEVICE_REMOVAL -> fail(new FabricException("the RDMA device was removed while connecting to "
-                        + target()));
+                case DEVICE_REMOVAL -> {
+                    String device = qp != null ? qp.device().name() : fabric.deviceNameOf(id);
+                    fail(new FabricException("RDMA device " + device + " was removed while connecting to " + target()
+                            + " (RDMA_CM_EVENT_DEVICE_REMOVAL)"));
+                    if (device != null) {
+                        fabric.deviceGone(device, "RDMA device " + device + " was removed "
+                                + "(RDMA_CM_EVENT_DEVICE_REMOVAL)");
+                    }
+                }
                 default -> {
                     // CONNECT_RESPONSE does not occur when rdma_cm owns the queue pair; others do not apply
                 }

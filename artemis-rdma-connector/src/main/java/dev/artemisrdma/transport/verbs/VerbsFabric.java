@@ -2,8 +2,10 @@ package dev.artemisrdma.transport.verbs;
 
 import dev.artemisrdma.transport.*;
 
+import dev.artemisrdma.verbs.AsyncEventReader;
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
+import dev.artemisrdma.verbs.IbvAsyncEvent;
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.RdmaDevice;
 import dev.artemisrdma.verbs.RdmaDevices;
@@ -16,12 +18,29 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.function.Consumer;
 
 /**
  * The {@link Fabric} over the real verbs binding: one rdma_cm event channel with one connection-manager thread
  * that routes every event to the listener or connection whose rdma_cm_id it names.
+ *
+ * <p>Device events: one more thread per fabric ({@code rdma-async-events}) reads the verbs async events of every
+ * device context (ibv_get_async_event, one poll(2) over all their non-blocking async fds) and maps them through a
+ * {@link DeviceEventRouter}: port down, fatal device and queue pair errors fail the connections they hit at once.
+ * A thread of its own rather than the connection-manager thread: a connection request may keep that thread busy
+ * (accepting registers memory), and a port-down must not wait behind a burst of requests; async events are rare, so
+ * one thread for all devices is enough. The same thread rescans the device list once a second: that is how a removed
+ * device that carries no rdma_cm id of ours is noticed (on rxe the kernel waits, without an event, until every
+ * process has closed the device), and how a device added later becomes usable.
+ *
+ * <p>A removed device (RDMA_CM_EVENT_DEVICE_REMOVAL, or gone from the rescanned list) fails its connections, tells
+ * the {@link DeviceListener} (the transport), which releases its completion queues and memory there and calls
+ * {@link #releaseDevice}; then our protection domain is freed and the next rescan lets librdmacm close the context,
+ * which lets the kernel finish the removal. Listeners on the device recover by themselves ({@link ListenerRecovery}).
  */
 public final class VerbsFabric implements Fabric {
 
@@ -34,6 +53,22 @@ public final class VerbsFabric implements Fabric {
     private final Map<Long, Consumer<CmEvent>> routes = new ConcurrentHashMap<>();
     private final List<AutoCloseable> owned = new ArrayList<>();
     private final Thread cmThread;
+    private final Thread asyncThread;
+    private final AsyncEventReader asyncEvents = new AsyncEventReader();
+    private final DeviceEventRouter router = new DeviceEventRouter();
+    /** Lost devices, with the device listeners that still hold something on each. */
+    private final Map<VerbsDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
+    private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
+    /** rdma_cm ids whose destruction waits for their port to come back (see {@link #destroyWhenPortUp}). */
+    private final List<DeferredDestroy> deferred = new ArrayList<>();
+
+    private record DeferredDestroy(VerbsDevice device, int port, Runnable destroy) {
+    }
+    private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "rdma-fabric-timer");
+        t.setDaemon(true);
+        return t;
+    });
     private volatile boolean closed;
 
     /** Opens every RDMA device and starts the connection-manager thread. */
@@ -51,10 +86,28 @@ public final class VerbsFabric implements Fabric {
         }
         for (RdmaDevice device : devices.all()) {
             deviceByContext.put(device, new VerbsDevice(device));
+            watch(device);
         }
+        router.onPortUp(e -> retryLostListeners());
         cmThread = new Thread(this::dispatchEvents, "rdma-cm-events");
         cmThread.setDaemon(true);
         cmThread.start();
+        asyncThread = new Thread(this::dispatchAsyncEvents, "rdma-async-events");
+        asyncThread.setDaemon(true);
+        asyncThread.start();
+    }
+
+    private void watch(RdmaDevice device) {
+        try {
+            asyncEvents.watch(device);
+        } catch (VerbsException e) {
+            LOG.warn("cannot read the async events of {} (port and device errors there will not fail connections "
+                    + "at once): {}", device.name(), e.getMessage());
+        }
+    }
+
+    ScheduledExecutorService timer() {
+        return timer;
     }
 
     /** The names of the devices this fabric opened. */
@@ -85,10 +138,228 @@ public final class VerbsFabric implements Fabric {
 
     VerbsDevice deviceOf(RdmaCmId id) throws FabricException {
         try {
-            RdmaDevice device = id.device(devices);
-            return deviceByContext.get(device);
+            VerbsDevice found = find(id);
+            if (found == null) {
+                refreshDevices(); // a device added since the last rescan (a re-added device, say)
+                found = find(id);
+            }
+            if (found == null) {
+                id.device(devices); // throws, naming the id
+            }
+            return found;
         } catch (VerbsException e) {
             throw new FabricException(e.getMessage(), e);
+        }
+    }
+
+    private VerbsDevice find(RdmaCmId id) {
+        try {
+            return deviceByContext.get(id.device(devices));
+        } catch (VerbsException e) {
+            return null;
+        }
+    }
+
+    /**
+     * Whether {@code port} of {@code device} is down now. While it is, nothing may send a CM message through it: rxe
+     * fails the send, which leaves the device's MAD queue pair without receives, and rdma_cm on that device never
+     * answers again until it is re-created.
+     */
+    boolean isPortDown(VerbsDevice device, int port) {
+        return port > 0 && !lostDevices.containsKey(device) && !device.rdmaDevice().isPortActive(port);
+    }
+
+    /**
+     * Runs {@code destroy} (rdma_destroy_qp and rdma_destroy_id, which sends a DREQ) once the port is active again,
+     * the device is lost or the fabric closes; at once when the port is up. The queue pair is in the error state
+     * with nothing posted, so nothing reads or writes memory meanwhile.
+     */
+    void destroyWhenPortUp(VerbsDevice device, int port, Runnable destroy) {
+        synchronized (deferred) {
+            deferred.add(new DeferredDestroy(device, port, destroy));
+        }
+        runDeferred(false); // the port may have come back meanwhile
+    }
+
+    /** Destroys what waited for a port that is active again (or for a device that is gone: {@code all}). */
+    private void runDeferred(boolean all) {
+        List<DeferredDestroy> due = new ArrayList<>();
+        synchronized (deferred) {
+            for (DeferredDestroy d : deferred) {
+                if (all || lostDevices.containsKey(d.device) || d.device.rdmaDevice().isPortActive(d.port)) {
+                    due.add(d);
+                }
+            }
+            deferred.removeAll(due);
+        }
+        for (DeferredDestroy d : due) {
+            try {
+                d.destroy.run();
+            } catch (RuntimeException e) {
+                LOG.warn("destroying a connection of {} port {} failed: {}", d.device.name(), d.port, e.toString());
+            }
+        }
+    }
+
+    /** Tracks a queue pair for device events while it lives. */
+    void track(VerbsQueuePair qp, int port) {
+        router.register(qp, qp.device().name(), port, qp::notifyDeviceEvent);
+    }
+
+    void untrack(VerbsQueuePair qp) {
+        router.unregister(qp);
+    }
+
+    @Override
+    public void addDeviceListener(DeviceListener listener) {
+        deviceListeners.add(listener);
+    }
+
+    @Override
+    public void removeDeviceListener(DeviceListener listener) {
+        deviceListeners.remove(listener);
+        for (VerbsDevice device : lostDevices.keySet()) {
+            releaseDevice(device, listener);
+        }
+    }
+
+    @Override
+    public void onSrqLimit(Consumer<DeviceEvent> hook) {
+        router.onSrqLimit(hook);
+    }
+
+    /** A device went away: its connections fail now; the device is freed once its owner released what it made. */
+    void deviceGone(String deviceName, String reason) {
+        for (VerbsDevice device : deviceByContext.values()) {
+            if (device.name().equals(deviceName)) {
+                deviceGone(device, reason);
+            }
+        }
+    }
+
+    private void deviceGone(VerbsDevice device, String reason) {
+        Set<DeviceListener> holders = ConcurrentHashMap.newKeySet();
+        holders.addAll(deviceListeners);
+        if (lostDevices.putIfAbsent(device, holders) != null) {
+            return;
+        }
+        LOG.error("{}: failing its connections and releasing what is on it", reason);
+        router.failDevice(device.name(), reason);
+        runDeferred(false); // ids waiting for a port of this device: rdma_cm wants them destroyed now
+        if (holders.isEmpty()) {
+            free(device);
+            return;
+        }
+        for (DeviceListener listener : List.copyOf(holders)) {
+            listener.deviceLost(device, reason);
+        }
+    }
+
+    @Override
+    public void releaseDevice(FabricDevice fabricDevice, DeviceListener listener) {
+        if (!(fabricDevice instanceof VerbsDevice device)) {
+            return;
+        }
+        Set<DeviceListener> holders = lostDevices.get(device);
+        if (holders != null && holders.remove(listener) && holders.isEmpty()) {
+            free(device);
+        }
+    }
+
+    private void free(VerbsDevice device) {
+        synchronized (devices) {
+            RdmaDevice rdma = device.rdmaDevice();
+            if (rdma.isClosed()) {
+                return;
+            }
+            asyncEvents.unwatch(rdma);
+            device.closeResources();
+            devices.release(rdma);
+            deviceByContext.remove(rdma);
+        }
+        lostDevices.remove(device);
+        LOG.info("RDMA device {} released; librdmacm closes it at the next rescan", device.name());
+    }
+
+    /** Rescans the devices: new ones become usable, vanished ones are failed and released. */
+    private void refreshDevices() throws VerbsException {
+        RdmaDevices.Changes changes;
+        synchronized (devices) {
+            changes = devices.refresh();
+            for (RdmaDevice added : changes.added()) {
+                deviceByContext.put(added, new VerbsDevice(added));
+                watch(added);
+                LOG.info("RDMA device {} appeared", added.name());
+            }
+        }
+        for (RdmaDevice vanished : changes.vanished()) {
+            VerbsDevice device = deviceByContext.get(vanished);
+            if (device != null) {
+                deviceGone(device, "RDMA device " + vanished.name() + " was removed (no longer listed by the kernel)");
+            }
+        }
+        if (!changes.added().isEmpty()) {
+            retryLostListeners();
+        }
+    }
+
+    private void retryLostListeners() {
+        List<AutoCloseable> snapshot;
+        synchronized (this) {
+            snapshot = new ArrayList<>(owned);
+        }
+        for (AutoCloseable resource : snapshot) {
+            if (resource instanceof VerbsListener listener) {
+                listener.retryIfLost();
+            }
+        }
+    }
+
+    /** Reads async events of every device and rescans the devices once a second, until the fabric closes. */
+    private void dispatchAsyncEvents() {
+        long nextScan = System.nanoTime();
+        while (!closed) {
+            try {
+                for (IbvAsyncEvent event : asyncEvents.poll(EVENT_POLL_MILLIS)) {
+                    onAsyncEvent(event);
+                }
+                if (System.nanoTime() - nextScan >= 0 && !closed) {
+                    nextScan = System.nanoTime() + 1_000_000_000L;
+                    refreshDevices();
+                    runDeferred(false);
+                }
+            } catch (VerbsException | RuntimeException e) {
+                if (!closed) {
+                    LOG.warn("reading device events: {}", e.toString());
+                    sleepQuietly(EVENT_POLL_MILLIS);
+                }
+            }
+        }
+    }
+
+    private static void sleepQuietly(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void onAsyncEvent(IbvAsyncEvent event) {
+        String device = event.device().name();
+        String name = event.type().cName();
+        DeviceEvent mapped = switch (event.type()) {
+            case PORT_ERR -> DeviceEvent.port(DeviceEvent.Kind.PORT_DOWN, name, device, event.portNumber());
+            case PORT_ACTIVE -> DeviceEvent.port(DeviceEvent.Kind.PORT_UP, name, device, event.portNumber());
+            case DEVICE_FATAL -> new DeviceEvent(DeviceEvent.Kind.DEVICE_FATAL, name, device, 0, -1);
+            case QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR -> DeviceEvent.queuePair(name, device, event.qpNumber());
+            case SRQ_LIMIT_REACHED -> new DeviceEvent(DeviceEvent.Kind.SRQ_LIMIT, name, device, 0, -1);
+            default -> new DeviceEvent(DeviceEvent.Kind.OTHER, event.toString(), device, event.portNumber(),
+                    event.qpNumber());
+        };
+        router.dispatch(mapped);
+        if (mapped.kind() == DeviceEvent.Kind.PORT_UP) {
+            runDeferred(false);
         }
     }
 
@@ -185,6 +456,7 @@ public final class VerbsFabric implements Fabric {
             toClose = new ArrayList<>(owned);
             owned.clear();
         }
+        runDeferred(true);
         for (int i = toClose.size() - 1; i >= 0; i--) {
             try {
                 toClose.get(i).close();
@@ -193,11 +465,14 @@ public final class VerbsFabric implements Fabric {
             }
         }
         closed = true;
+        timer.shutdownNow();
         try {
             cmThread.join(2000);
+            asyncThread.join(2000);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        asyncEvents.close();
         eventChannel.close();
         for (VerbsDevice device : deviceByContext.values()) {
             device.closeResources();

@@ -19,16 +19,23 @@ final class VerbsListener implements FabricListener {
     private static final int BACKLOG = 128;
 
     private final VerbsFabric fabric;
-    private final RdmaCmId id;
     private final ConnectionRequestHandler handler;
     private final InetSocketAddress localAddress;
+    private final Addressing addressing;
+    private final ListenerRecovery recovery;
+    /** The listening id; null while the listener is lost (its device went away) and recovering. */
+    private RdmaCmId id;
+    private String deviceName;
     private boolean closed;
 
-    private VerbsListener(VerbsFabric fabric, RdmaCmId id, ConnectionRequestHandler handler) {
+    private VerbsListener(VerbsFabric fabric, RdmaCmId id, Addressing addressing, ConnectionRequestHandler handler) {
         this.fabric = fabric;
         this.id = id;
+        this.addressing = addressing;
         this.handler = handler;
         this.localAddress = id.localAddress();
+        this.recovery = new ListenerRecovery("listener " + RdmaTransport.describe(localAddress), fabric.timer(),
+                this::rebind);
     }
 
     /**
@@ -37,8 +44,20 @@ final class VerbsListener implements FabricListener {
      */
     static VerbsListener start(VerbsFabric fabric, InetSocketAddress bind, Addressing addressing,
                                ConnectionRequestHandler handler) throws FabricException {
-        String where = RdmaTransport.describe(bind);
         addressing.requireKnownDevice(fabric.deviceNames());
+        RdmaCmId id = bindAndListen(fabric, bind, addressing);
+        VerbsListener listener = new VerbsListener(fabric, id, addressing, handler);
+        synchronized (listener) {
+            listener.deviceName = fabric.deviceNameOf(id);
+            fabric.route(id.address(), listener::onEvent);
+        }
+        LOG.debug("listening on {}", listener.localAddress);
+        return listener;
+    }
+
+    private static RdmaCmId bindAndListen(VerbsFabric fabric, InetSocketAddress bind, Addressing addressing)
+            throws FabricException {
+        String where = RdmaTransport.describe(bind);
         RdmaCmId id;
         try {
             id = RdmaCmId.create(fabric.eventChannel());
@@ -72,10 +91,33 @@ final class VerbsListener implements FabricListener {
             }
             throw new FabricException("cannot listen on " + where + ": " + e.getMessage(), e);
         }
-        VerbsListener listener = new VerbsListener(fabric, id, handler);
-        fabric.route(id.address(), listener::onEvent);
-        LOG.debug("listening on {}", listener.localAddress);
-        return listener;
+        return id;
+    }
+
+    /** Recovery: the same address and port again, on whatever device now has the address. */
+    private void rebind() throws FabricException {
+        RdmaCmId fresh = bindAndListen(fabric, localAddress, addressing);
+        String name;
+        try {
+            name = fabric.deviceNameOf(fresh);
+        } catch (FabricException | RuntimeException e) {
+            fresh.close();
+            throw e;
+        }
+        synchronized (this) {
+            if (closed) {
+                fresh.close();
+                return;
+            }
+            id = fresh;
+            deviceName = name;
+            fabric.route(fresh.address(), this::onEvent);
+        }
+    }
+
+    /** A port came up: a lost listener need not wait for its next periodic attempt. */
+    void retryIfLost() {
+        recovery.retryNow();
     }
 
     /** rdma_bind_addr's answer for an address that is not a local address of an RDMA device. */
@@ -84,11 +126,11 @@ final class VerbsListener implements FabricListener {
     }
 
     private void onEvent(CmEvent event) {
+        if (event.type() == CmEventType.DEVICE_REMOVAL || event.type() == CmEventType.ADDR_CHANGE) {
+            lose(event);
+            return;
+        }
         if (event.type() != CmEventType.CONNECT_REQUEST) {
-            if (event.type() == CmEventType.DEVICE_REMOVAL) {
-                LOG.error("RDMA device of listener {} was removed; the listener no longer accepts connections",
-                        localAddress);
-            }
             return;
         }
         RdmaCmId requestId = RdmaCmId.adopt(event.id());
@@ -120,17 +162,52 @@ final class VerbsListener implements FabricListener {
         return localAddress;
     }
 
+    /**
+     * The device under the listening id went away (or its address moved): rdma_cm requires the id destroyed (the
+     * event is already acknowledged, so rdma_destroy_id does not wait), then bind+listen is retried until it works.
+     */
+    private void lose(CmEvent event) {
+        String device;
+        synchronized (this) {
+            if (closed || id == null) {
+                return;
+            }
+            fabric.unroute(id.address());
+            id.close();
+            id = null;
+            device = deviceName;
+        }
+        String reason = event.type() == CmEventType.DEVICE_REMOVAL
+                ? "RDMA device " + device + " was removed (" + event.type().cName() + ")"
+                : "its address moved (" + event.type().cName() + ")";
+        if (event.type() == CmEventType.DEVICE_REMOVAL && device != null) {
+            fabric.deviceGone(device, reason);
+        }
+        recovery.lost(reason);
+    }
+
+    /** Whether the listener is waiting for its device to come back. */
+    boolean isLost() {
+        return recovery.isLost();
+    }
+
     @Override
     public void close() {
+        RdmaCmId current;
         synchronized (this) {
             if (closed) {
                 return;
             }
             closed = true;
+            current = id;
+            id = null;
         }
-        fabric.unroute(id.address());
+        recovery.cancel();
         fabric.disown(this);
-        id.close();
+        if (current != null) {
+            fabric.unroute(current.address());
+            current.close();
+        }
     }
 
     @Override

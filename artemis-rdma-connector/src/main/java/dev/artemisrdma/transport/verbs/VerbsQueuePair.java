@@ -39,6 +39,7 @@ final class VerbsQueuePair implements QueuePair {
     /** Receives come from a shared receive queue: none may be posted here. */
     private final boolean sharedReceives;
     private boolean closed;
+    private int port;
 
     VerbsQueuePair(VerbsFabric fabric, RdmaCmId id, VerbsDevice device, QueuePairSpec spec, byte[] peerPrivateData,
                    QueuePairEvents events) throws FabricException {
@@ -102,7 +103,13 @@ final class VerbsQueuePair implements QueuePair {
                 events.established(this);
             }
             case DISCONNECTED -> notifyDisconnected("peer " + describePeer() + " disconnected");
-            case DEVICE_REMOVAL -> notifyDisconnected("RDMA device " + device.name() + " was removed");
+            case DEVICE_REMOVAL -> {
+                // rdma_cm requires this id destroyed before the device can go: the transport's teardown does it
+                // (queue pair first, then the id); the fabric frees the device once everything on it is released
+                String reason = "RDMA device " + device.name() + " was removed (RDMA_CM_EVENT_DEVICE_REMOVAL)";
+                notifyDisconnected(reason);
+                fabric.deviceGone(device.name(), reason);
+            }
             case CONNECT_ERROR, UNREACHABLE, REJECTED -> notifyDisconnected("connection to " + describePeer()
                     + " failed: " + event);
             // the address the connection was resolved over moved (address removed, bonding failover): fail now, so
@@ -112,6 +119,16 @@ final class VerbsQueuePair implements QueuePair {
             case TIMEWAIT_EXIT -> LOG.debug("{} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
             default -> LOG.debug("ignoring {} on queue pair {} to {}", event, qp.qpNumber(), describePeer());
         }
+    }
+
+    /** A device event (port down, fatal error) hit this queue pair; see {@link DeviceEventRouter}. */
+    void notifyDeviceEvent(QueuePair self, String reason) {
+        notifyDisconnected(reason);
+    }
+
+    /** The port of the device the connection runs over, for port events. */
+    int portNumber() {
+        return id.portNumber();
     }
 
     private void notifyDisconnected(String reason) {
@@ -226,6 +243,17 @@ final class VerbsQueuePair implements QueuePair {
             return;
         }
         disconnected = true;
+        port = id.portNumber();
+        if (fabric.isPortDown(device, port)) {
+            // no DREQ through a port that is down (see VerbsFabric.isPortDown): flush locally; the peer hears of it
+            // when the id is destroyed, once the port is back
+            try {
+                qp.moveToError();
+            } catch (VerbsException e) {
+                LOG.debug("moving queue pair {} to error: {}", qp.qpNumber(), e.getMessage());
+            }
+            return;
+        }
         try {
             id.disconnect();
         } catch (VerbsException e) {
@@ -236,17 +264,31 @@ final class VerbsQueuePair implements QueuePair {
 
     @Override
     public void close() {
+        int onPort;
         synchronized (this) {
             if (closed) {
                 return;
             }
             closed = true;
+            onPort = port > 0 ? port : id.portNumber();
         }
         fabric.unroute(id.address());
         fabric.disown(this);
-        id.close(); // rdma_destroy_qp, then rdma_destroy_id
+        fabric.untrack(this);
         sends.close();
         recvs.close();
+        if (fabric.isPortDown(device, onPort)) {
+            try {
+                qp.moveToError(); // nothing posted any more; stays quiet until destroyed
+            } catch (VerbsException e) {
+                LOG.debug("moving queue pair {} to error: {}", qp.qpNumber(), e.getMessage());
+            }
+            LOG.debug("queue pair {} to {}: destroyed once port {} of {} is back", qp.qpNumber(), describePeer(),
+                    onPort, device.name());
+            fabric.destroyWhenPortUp(device, onPort, id::close);
+            return;
+        }
+        id.close(); // rdma_destroy_qp, then rdma_destroy_id
     }
 
     @Override

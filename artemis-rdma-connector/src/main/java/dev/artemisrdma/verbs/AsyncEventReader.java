@@ -1,0 +1,133 @@
+package dev.artemisrdma.verbs;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Reads the verbs asynchronous events (ibv_get_async_event) of every device context it watches: their async fds are
+ * made non-blocking and waited on together with one poll(2), so one thread serves every device and can always be
+ * stopped. Each event is copied and acknowledged (ibv_ack_async_event) at once: an unacknowledged queue pair event
+ * would make ibv_destroy_qp wait forever.
+ *
+ * <p>Threading: {@link #poll} is called by one thread; {@link #watch}/{@link #unwatch} by any. A context is read
+ * only under this object's lock and only while watched, so a device unwatched here can be closed right after.
+ */
+public final class AsyncEventReader implements AutoCloseable {
+
+    private final List<RdmaDevice> watched = new ArrayList<>();
+    private final NativeStruct event = new NativeStruct(Abi.ASYNC_EVENT_SIZE);
+    private NativeStruct pollFds = new NativeStruct(8);
+    private boolean closed;
+
+    /** Starts reading {@code device}'s events (its async fd becomes non-blocking). */
+    public synchronized void watch(RdmaDevice device) throws VerbsException {
+        if (closed || watched.contains(device)) {
+            return;
+        }
+        FileDescriptors.setNonBlocking(device.asyncFd(), "async event (" + device.name() + ")");
+        watched.add(device);
+    }
+
+    /** Stops reading {@code device}; once this returns its context may be closed. */
+    public synchronized void unwatch(RdmaDevice device) {
+        watched.remove(device);
+    }
+
+    /**
+     * Waits up to {@code timeoutMillis} for events on any watched device and returns those that came (empty on
+     * timeout). One thread at a time.
+     */
+    public List<IbvAsyncEvent> poll(int timeoutMillis) throws VerbsException {
+        List<RdmaDevice> devices;
+        NativeStruct fds;
+        synchronized (this) {
+            if (closed) {
+                return List.of();
+            }
+            devices = List.copyOf(watched);
+            if (pollFds.view().capacity() < 8 * Math.max(1, devices.size())) {
+                pollFds.close();
+                pollFds = new NativeStruct(8L * Math.max(1, devices.size()));
+            }
+            fds = pollFds;
+            for (int i = 0; i < devices.size(); i++) {
+                fds.putInt(8 * i, devices.get(i).asyncFd());
+                fds.putInt(8 * i + 4, LibC.POLLIN);
+            }
+        }
+        if (devices.isEmpty()) {
+            sleep(timeoutMillis);
+            return List.of();
+        }
+        // poll(2) outside the lock: unwatch must not wait for it. An fd closed meanwhile reads as POLLNVAL.
+        int ready = LibC.poll(fds.address(), devices.size(), timeoutMillis);
+        if (ready < 0) {
+            int errno = Errno.last();
+            if (errno == Errno.EINTR) {
+                return List.of();
+            }
+            throw new VerbsException("poll", errno, "on the async event fds");
+        }
+        if (ready == 0) {
+            return List.of();
+        }
+        List<IbvAsyncEvent> events = new ArrayList<>();
+        synchronized (this) {
+            for (int i = 0; i < devices.size(); i++) {
+                int revents = (fds.getInt(8 * i + 4) >>> 16) & 0xffff;
+                RdmaDevice device = devices.get(i);
+                if (revents != 0 && watched.contains(device)) {
+                    readAll(device, events);
+                }
+            }
+        }
+        return events;
+    }
+
+    private void readAll(RdmaDevice device, List<IbvAsyncEvent> out) throws VerbsException {
+        while (true) {
+            if (IbVerbs.ibv_get_async_event(device.context(), event.address()) != 0) {
+                int errno = Errno.last();
+                if (errno == Errno.EAGAIN || errno == Errno.EINTR) {
+                    return;
+                }
+                throw new VerbsException("ibv_get_async_event", errno, "on " + device.name());
+            }
+            int raw = event.getInt(Abi.ASYNC_EVENT_EVENT_TYPE);
+            IbvEventType type = IbvEventType.of(raw);
+            long element = event.getLong(Abi.ASYNC_EVENT_ELEMENT);
+            int port = 0;
+            int qpNumber = -1;
+            long srq = 0;
+            switch (type.element()) {
+                case PORT -> port = event.getInt(Abi.ASYNC_EVENT_ELEMENT);
+                // the queue pair cannot be destroyed before this event is acknowledged, so it is still there
+                case QP -> qpNumber = element == 0 ? -1 : NativeStruct.readInt(element, Abi.QP_QP_NUM);
+                case SRQ -> srq = element;
+                default -> {
+                }
+            }
+            IbVerbs.ibv_ack_async_event(event.address());
+            out.add(new IbvAsyncEvent(device, type, raw, port, qpNumber, srq));
+        }
+    }
+
+    private static void sleep(int millis) {
+        try {
+            Thread.sleep(Math.max(1, millis));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        watched.clear();
+        event.close();
+        pollFds.close();
+    }
+}
