@@ -87,7 +87,8 @@ public record RdmaResources(Map<String, Integer> counts) {
         return now;
     }
 
-    private static String run(String... command) {
+    /** Runs a command of the lab (iproute2's rdma, ip ...) and returns its output; fails when it fails. */
+    public static String run(String... command) {
         try {
             Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

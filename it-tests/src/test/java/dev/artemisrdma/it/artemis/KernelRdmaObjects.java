@@ -1,14 +1,13 @@
 package dev.artemisrdma.it.artemis;
 
+import dev.artemisrdma.it.RdmaResources;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -35,7 +34,7 @@ record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredByte
         String sample = "";
         for (String type : TYPES) {
             int n = 0;
-            for (String line : run("rdma", "resource", "show", type).split("\n")) {
+            for (String line : RdmaResources.run("rdma", "resource", "show", type).split("\n")) {
                 if (line.isBlank()) {
                     continue;
                 }
@@ -77,22 +76,6 @@ record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredByte
             throw new IllegalStateException("cannot list this JVM's threads in /proc/self/task", e);
         }
         return ids;
-    }
-
-    private static String run(String... command) {
-        try {
-            Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-                throw new IllegalStateException(String.join(" ", command) + " failed: " + out);
-            }
-            return out;
-        } catch (IOException e) {
-            throw new IllegalStateException("cannot run " + String.join(" ", command) + " (iproute2 installed?)", e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(e);
-        }
     }
 
     /** Equal counts and foreign bytes (the sample line is not compared). */
