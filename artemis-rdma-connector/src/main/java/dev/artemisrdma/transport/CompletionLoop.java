@@ -246,12 +246,19 @@ final class CompletionLoop implements Runnable {
                     continue;
                 }
                 boolean woken = block();
-                long end = System.nanoTime();
-                spinPolicy.missed(end - idleSince, woken);
-                if (!woken) {
-                    lastTick = end;
+                while (!woken && running) {
+                    // the timeout: the channel is still armed (no event came), so look at the deadlines, poll once
+                    // (a failed queue shows there) and wait again without arming anew
+                    lastTick = System.nanoTime();
+                    spinPolicy.missed(lastTick - idleSince, false);
                     tick(lastTick);
+                    if (pollOnce(batch, 1) > 0) {
+                        woken = true; // its event, already raised, ends a later wait at once
+                        break;
+                    }
+                    woken = block();
                 }
+                spinPolicy.missed(System.nanoTime() - idleSince, woken);
             }
         } catch (Throwable e) {
             finalCpuNanos = THREADS.getCurrentThreadCpuTime();
