@@ -366,6 +366,11 @@ public final class RdmaTransport implements AutoCloseable {
         }
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.loops) {
+                loop.requestStop(); // all at once: each ends within its current blocking wait
+            }
+        }
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.loops) {
                 loop.stop();
             }
         }
