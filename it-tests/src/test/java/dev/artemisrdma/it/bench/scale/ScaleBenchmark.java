@@ -26,8 +26,8 @@ import dev.artemisrdma.transport.TransportConfig;
  *
  * <p>Arguments: [connections (1000)] [client JVMs (4)] [messages per connection in the round (10)]. Environment:
  * {@code ACCEPTOR_PARAMS}, {@code CLIENT_PARAMS} (key=value;...), {@code IDLE_SECONDS} (30), {@code
- * BASELINE_CLASSES} (a class folder put first on the broker's class path for a first pass, e.g. the connector as
- * built before a change: both passes run in this boot, the baseline first).
+ * BASELINE_CLASSES} (a class folder put first on the broker's class path for a second pass, e.g. the connector as
+ * built before a change: both passes run in this boot, this build first; each pass prints as it ends).
  */
 public final class ScaleBenchmark {
 
@@ -57,25 +57,21 @@ public final class ScaleBenchmark {
         List<Pass> passes = new ArrayList<>();
         List<String> failures = new ArrayList<>();
         List<String[]> variants = new ArrayList<>();
+        variants.add(new String[] {"this build", null});
         if (!baseline.isEmpty()) {
             variants.add(new String[] {"baseline (" + baseline + ")", baseline});
         }
-        variants.add(new String[] {"this build", null});
-        int port = 61900;
-        for (String[] v : variants) {
-            passes.add(pass(v[0], v[1], host, port++, connections, jvms, roundMessages, acceptorParams,
-                    clientParams, idleSeconds));
-        }
-        Map<String, Long> countersAfter = rxeCounters();
-        RdmaResources resourcesAfter = RdmaResources.awaitEqual(resourcesBefore, 60_000);
-
         StringBuilder out = new StringBuilder();
         line(out, "");
         line(out, "scale-bench: %d RDMA JMS connections from %d client JVMs to one broker JVM; acceptor params '%s', "
                 + "client params '%s'", connections, jvms, acceptorParams, clientParams);
         TransportConfig acceptor = transportConfig(acceptorParams);
         long perConnectionNeed = (long) connections * acceptor.receiveSlots() * acceptor.slotSize();
-        for (Pass p : passes) {
+        int port = 61900;
+        for (String[] v : variants) {
+            Pass p = pass(v[0], v[1], host, port++, connections, jvms, roundMessages, acceptorParams, clientParams,
+                    idleSeconds);
+            passes.add(p);
             line(out, "-- %s", p.name);
             line(out, "connected:        %d connections in %.1f s, each sent and received a 1 KiB message; round: %s",
                     p.connections, p.connectSeconds, p.round);
@@ -102,6 +98,8 @@ public final class ScaleBenchmark {
                 failures.add(p.name + ": completion errors at the broker: " + s);
             }
         }
+        Map<String, Long> countersAfter = rxeCounters();
+        RdmaResources resourcesAfter = RdmaResources.awaitEqual(resourcesBefore, 60_000);
         Map<String, Long> delta = new TreeMap<>();
         countersAfter.forEach((k, v) -> delta.put(k, v - countersBefore.getOrDefault(k, 0L)));
         StringBuilder rnr = new StringBuilder();
