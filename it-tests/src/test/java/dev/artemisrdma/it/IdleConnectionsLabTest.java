@@ -125,11 +125,11 @@ class IdleConnectionsLabTest {
             int sent = next.get();
             await("the trickle's echoes", () -> echoes.get() == echoesBefore + sent);
 
-            long rnr = 0;
+            long closed = 0;
             for (RdmaChannel ch : clients) {
-                rnr += ch.isOpen() ? 0 : 1;
+                closed += ch.isOpen() ? 0 : 1;
             }
-            assertEquals(0, rnr, "connections closed during the test");
+            assertEquals(0, closed, "connections closed during the test");
             for (RdmaChannel ch : accepted) {
                 TransportStats s = TransportStats.of(ch);
                 assertTrue(s.framesReceived() >= 1, "a server channel received nothing: " + s);
