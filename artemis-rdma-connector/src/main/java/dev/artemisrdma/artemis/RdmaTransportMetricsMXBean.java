@@ -70,7 +70,7 @@ public interface RdmaTransportMetricsMXBean {
     /** Times a loop armed its completion channel and blocked. */
     long getLoopBlocks();
 
-    /** Of those, how many a completion ended (the others timed out, 10 per second per idle loop). */
+    /** Of those, how many a completion ended (the others timed out, 2.5 per second per idle loop). */
     long getLoopWakeUps();
 
     /** Nanoseconds the loops spent blocked. */
