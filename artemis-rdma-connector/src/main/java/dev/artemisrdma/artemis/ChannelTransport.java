@@ -5,6 +5,7 @@ import java.util.function.Function;
 
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 
@@ -24,6 +25,11 @@ interface ChannelTransport extends AutoCloseable {
     /** Bytes registered by the transport's shared send buffer pools (monitoring); 0 when it has none. */
     default long sendPoolBytes() {
         return 0;
+    }
+
+    /** What the transport's completion loops did (monitoring); none when it has none. */
+    default LoopStats loopStats() {
+        return LoopStats.NONE;
     }
 
     @Override

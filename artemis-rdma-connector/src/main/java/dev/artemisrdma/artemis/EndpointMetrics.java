@@ -2,11 +2,13 @@ package dev.artemisrdma.artemis;
 
 import java.nio.ByteBuffer;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.ChannelGroupStats;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.ListenerStats;
+import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 
 /**
@@ -19,10 +21,13 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
 
     private final ChannelGroupStats channels = new ChannelGroupStats();
     private final LongSupplier sendPoolBytes;
+    private final Supplier<LoopStats> loopStats;
     private volatile ListenerStats listener;
 
-    EndpointMetrics(LongSupplier sendPoolBytes) {
+    /** {@code loopStats}: of the transport these channels use (shared per settings, like its send pool). */
+    EndpointMetrics(LongSupplier sendPoolBytes, Supplier<LoopStats> loopStats) {
         this.sendPoolBytes = sendPoolBytes;
+        this.loopStats = loopStats;
     }
 
     /** From now on, the connection requests answered by {@code stats} are this endpoint's. */
@@ -123,6 +128,46 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
     @Override
     public long getSendPoolBytes() {
         return sendPoolBytes.getAsLong();
+    }
+
+    @Override
+    public long getLoopSpins() {
+        return loopStats.get().spins();
+    }
+
+    @Override
+    public long getLoopSpinHits() {
+        return loopStats.get().spinHits();
+    }
+
+    @Override
+    public long getLoopSpinNanos() {
+        return loopStats.get().spinNanos();
+    }
+
+    @Override
+    public long getLoopBlocks() {
+        return loopStats.get().blocks();
+    }
+
+    @Override
+    public long getLoopWakeUps() {
+        return loopStats.get().wakeUps();
+    }
+
+    @Override
+    public long getLoopBlockedNanos() {
+        return loopStats.get().blockedNanos();
+    }
+
+    @Override
+    public long getLoopCpuNanos() {
+        return loopStats.get().cpuNanos();
+    }
+
+    @Override
+    public int getLoops() {
+        return loopStats.get().loops();
     }
 
     /** The application's handler, with the channel leaving the group when it closes. */

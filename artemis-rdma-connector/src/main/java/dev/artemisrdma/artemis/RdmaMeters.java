@@ -41,6 +41,7 @@ final class RdmaMeters implements AutoCloseable {
     }
 
     private static final String BYTES = "bytes";
+    private static final String SECONDS = "seconds";
     private static final List<Spec> SPECS = List.of(
         new Spec("sent.bytes", BYTES, false, false, "payload bytes sent", RdmaTransportMetricsMXBean::getBytesSent),
         new Spec("received.bytes", BYTES, false, false, "payload bytes received",
@@ -70,7 +71,23 @@ final class RdmaMeters implements AutoCloseable {
         new Spec("registered.memory.bytes", BYTES, true, false, "memory the connections registered with the device",
                 RdmaTransportMetricsMXBean::getRegisteredMemoryBytes),
         new Spec("send.pool.bytes", BYTES, true, false, "memory registered by the shared send buffer pool",
-                RdmaTransportMetricsMXBean::getSendPoolBytes));
+                RdmaTransportMetricsMXBean::getSendPoolBytes),
+        new Spec("loops", null, true, false, "completion loop threads of the transport",
+                RdmaTransportMetricsMXBean::getLoops),
+        new Spec("loop.spins", null, false, false, "idle periods in which a completion loop busy-polled",
+                RdmaTransportMetricsMXBean::getLoopSpins),
+        new Spec("loop.spin.hits", null, false, false, "busy-polls that found a completion (a wake-up saved)",
+                RdmaTransportMetricsMXBean::getLoopSpinHits),
+        new Spec("loop.spin", SECONDS, false, false, "time completion loops spent busy-polling while idle",
+                m -> m.getLoopSpinNanos() / 1e9),
+        new Spec("loop.blocks", null, false, false, "times a completion loop blocked on its completion channel",
+                RdmaTransportMetricsMXBean::getLoopBlocks),
+        new Spec("loop.wakeups", null, false, false, "blocked completion loops woken by a completion",
+                RdmaTransportMetricsMXBean::getLoopWakeUps),
+        new Spec("loop.blocked", SECONDS, false, false, "time completion loops spent blocked",
+                m -> m.getLoopBlockedNanos() / 1e9),
+        new Spec("loop.cpu", SECONDS, false, false, "CPU time of the completion loop threads",
+                m -> Math.max(0, m.getLoopCpuNanos()) / 1e9));
 
     /**
      * Registers the meters of {@code source} in {@code registry} (a {@code MeterRegistry}, typed Object so that

@@ -52,4 +52,30 @@ public interface RdmaTransportMetricsMXBean {
 
     /** Memory registered by the send buffer pool of the transport these connections use (shared per settings). */
     long getSendPoolBytes();
+
+    // The completion loops of the transport these connections use (shared per settings, like the send pool).
+
+    /** Completion loops (threads) made so far. */
+    int getLoops();
+
+    /** Idle periods in which a completion loop busy-polled before blocking. */
+    long getLoopSpins();
+
+    /** Of those, how many found a completion while spinning (a wake-up saved). */
+    long getLoopSpinHits();
+
+    /** Nanoseconds the loops spent busy-polling while idle. */
+    long getLoopSpinNanos();
+
+    /** Times a loop armed its completion channel and blocked. */
+    long getLoopBlocks();
+
+    /** Of those, how many a completion ended (the others timed out, 2.5 per second per idle loop). */
+    long getLoopWakeUps();
+
+    /** Nanoseconds the loops spent blocked. */
+    long getLoopBlockedNanos();
+
+    /** CPU time of the loop threads, in nanoseconds (-1 when the JVM cannot measure thread CPU). */
+    long getLoopCpuNanos();
 }

@@ -7,6 +7,7 @@ import java.util.function.Function;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
@@ -40,6 +41,11 @@ final class TransportAdapter implements ChannelTransport {
     @Override
     public long sendPoolBytes() {
         return transport.sendPoolBytes();
+    }
+
+    @Override
+    public LoopStats loopStats() {
+        return transport.loopStats();
     }
 
     @Override

@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -13,9 +15,16 @@ import org.slf4j.LoggerFactory;
  * receive bit and slot below: no lookup structure, no allocation), then lets every channel the batch touched
  * apply it ({@link RdmaChannelImpl#endOfBatch}).
  *
- * <p>When idle it spins for {@code busyPollMicros} (a completion within that window costs no wake-up), then arms
- * the completion channel, polls once more (a completion that came between the last poll and the arming would
- * otherwise raise no event) and blocks for at most 100 ms, so it notices a stop request and closing deadlines.
+ * <p>When idle it may spin (busy-poll) for a while, a window that {@link SpinPolicy} adapts between 0 and
+ * {@code busyPollMicros} to whether spinning pays, and only while the transport's {@link SpinBudget} (one core's
+ * worth for all its loops) lasts; then it arms the completion channel, polls once more (a completion that came between the
+ * last poll and the arming would otherwise raise no event) and blocks for at most 100 ms, so it notices a stop
+ * request and closing deadlines; while none of its channels has a deadline running (all open, nothing queued or half
+ * reassembled) the bound doubles up to {@value #MAX_AWAIT_MILLIS} ms, and after a timeout the channel, still armed,
+ * is not armed again. An idle loop therefore blocks at once; a completion that comes while it is blocked
+ * wakes it at once (no timer ever holds one back). Spinning runs in native steps of at most {@value #STEP_MICROS} us,
+ * sized from the measured cost of an empty poll, with a {@link Thread#yield} between steps so a runnable broker
+ * thread on this core gets it. {@link #stats} counts what the loop did.
  *
  * <p>The queue is sized for the sum of what its channels can have outstanding: each channel reserves its receives
  * plus its send budget, and a loop that cannot fit another channel refuses it (overrunning a CQ is fatal).
@@ -39,8 +48,17 @@ final class CompletionLoop implements Runnable {
     /** Empty polls retried in native code per busy-poll step: one JNI transition per completion, not per poll. */
     private static final int NATIVE_SPINS = 1024;
     private static final long AWAIT_MILLIS = 100;
+    /**
+     * The longest blocking wait, reached by doubling while no channel has a deadline running: an idle loop then wakes
+     * 2.5 times a second instead of 10. Below the 1 s that a closing caller waits beyond closeTimeout.
+     */
+    private static final long MAX_AWAIT_MILLIS = 400;
     private static final int CLOCK_EVERY = 64;
     private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+    /** Longest native spin step between yields. */
+    private static final long STEP_MICROS = 20;
+    private static final long STEP_NANOS = TimeUnit.MICROSECONDS.toNanos(STEP_MICROS);
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     /** Where a channel landed: its loop and its index there. */
     record Assignment(CompletionLoop loop, int index) {
@@ -49,7 +67,23 @@ final class CompletionLoop implements Runnable {
     private final String name;
     private final FabricDevice device;
     private final int requestedEntries;
-    private final long busyPollNanos;
+    private final SpinPolicy spinPolicy;
+    private final SpinBudget spinBudget;
+    /** Nanoseconds one empty native poll takes, learned from spins that found nothing. */
+    private double nanosPerPoll = 100;
+    // statistics: written by the loop thread only, read by monitoring
+    private volatile long spins;
+    private volatile long spinHits;
+    private volatile long spinNanos;
+    private volatile long blocks;
+    private volatile long wakeUps;
+    private volatile long blockedNanos;
+    /** CPU time of the thread when it ended; -1 while it runs. */
+    private volatile long finalCpuNanos = -1;
+    /** True while the thread waits on the completion channel (tests look for an idle loop). */
+    private volatile boolean blocked;
+    /** The next blocking wait's bound: AWAIT_MILLIS while a channel has a deadline, up to MAX_AWAIT_MILLIS. */
+    private long awaitMillis = AWAIT_MILLIS;
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -77,14 +111,21 @@ final class CompletionLoop implements Runnable {
 
     /** {@code onFailure} runs on the dying thread, before the channels are failed: take the loop out of use. */
     CompletionLoop(String name, FabricDevice device, TransportConfig config, Consumer<CompletionLoop> onFailure) {
+        this(name, device, config, onFailure, new SpinBudget());
+    }
+
+    /** {@code spinBudget}: shared by the loops of one transport. */
+    CompletionLoop(String name, FabricDevice device, TransportConfig config, Consumer<CompletionLoop> onFailure,
+                   SpinBudget spinBudget) {
         this.name = name;
+        this.spinBudget = spinBudget;
         this.device = device;
         this.onFailure = onFailure;
         int deviceMax = device.limits() == null || device.limits().maxCqe() <= 0
                 ? Integer.MAX_VALUE : device.limits().maxCqe();
         this.requestedEntries = Math.min(config.completionQueueEntries(), deviceMax);
-        this.busyPollNanos = TimeUnit.MICROSECONDS.toNanos(config.busyPollMicros());
         this.config = config;
+        this.spinPolicy = new SpinPolicy(TimeUnit.MICROSECONDS.toNanos(config.busyPollMicros()));
     }
 
     /** Channels currently assigned here. */
@@ -206,6 +247,13 @@ final class CompletionLoop implements Runnable {
         return Thread.currentThread() == thread;
     }
 
+    /** Tells the thread to stop, without waiting: it ends within its current wait. */
+    void requestStop() {
+        synchronized (registry) {
+            running = false;
+        }
+    }
+
     /** Stops the thread, which closes the completion queue; channels must be closed first. */
     void stop() {
         Thread t;
@@ -232,51 +280,132 @@ final class CompletionLoop implements Runnable {
     public void run() {
         Completions batch = new Completions(BATCH);
         long lastTick = System.nanoTime();
-        long idleSince = 0;
-        boolean spinning = false;
         try {
             int busyBatches = 0;
             while (running) {
-                int n = pollOnce(batch, busyPollNanos > 0 ? NATIVE_SPINS : 1);
+                int n = pollOnce(batch, 1);
                 // a busy loop reads the clock every CLOCK_EVERY batches only: the ticks it drives are 20 ms apart
                 if (n > 0 && ++busyBatches < CLOCK_EVERY) {
-                    spinning = false;
                     continue;
                 }
                 busyBatches = 0;
                 long now = System.nanoTime();
                 if (now - lastTick > TICK_NANOS) {
                     lastTick = now;
-                    tick(now);
+                    if (tick(now)) {
+                        awaitMillis = AWAIT_MILLIS;
+                    }
                 }
                 if (n > 0) {
-                    spinning = false;
                     continue;
                 }
-                if (busyPollNanos > 0) {
-                    if (!spinning) {
-                        spinning = true;
-                        idleSince = now;
-                    }
-                    if (now - idleSince < busyPollNanos) {
-                        continue;
-                    }
+                long idleSince = now;
+                long window = spinPolicy.window();
+                if (window > 0 && spinBudget.allows(now) && spin(batch, now, window) > 0) {
+                    spinPolicy.caught();
+                    continue;
                 }
-                spinning = false;
                 cq.requestNotification();
                 if (pollOnce(batch, 1) > 0) {
-                    continue; // arrived before the arming: handled now; the armed event wakes a later wait
+                    // arrived before the arming: handled now; the armed event wakes a later wait
+                    spinPolicy.missed(System.nanoTime() - idleSince, true);
+                    continue;
                 }
-                if (!cq.awaitNotification(AWAIT_MILLIS)) {
+                boolean woken = block();
+                while (!woken && running) {
+                    // the timeout: the channel is still armed (no event came), so look at the deadlines, poll once
+                    // (a failed queue shows there) and wait again without arming anew
                     lastTick = System.nanoTime();
-                    tick(lastTick);
+                    spinPolicy.missed(lastTick - idleSince, false);
+                    awaitMillis = tick(lastTick) ? AWAIT_MILLIS : Math.min(MAX_AWAIT_MILLIS, awaitMillis * 2);
+                    if (pollOnce(batch, 1) > 0) {
+                        woken = true; // its event, already raised, ends a later wait at once
+                        break;
+                    }
+                    woken = block();
                 }
+                spinPolicy.missed(System.nanoTime() - idleSince, woken);
             }
         } catch (Throwable e) {
+            finalCpuNanos = THREADS.getCurrentThreadCpuTime();
             fail(e);
             return;
         }
         drainAndClose(batch);
+        finalCpuNanos = THREADS.getCurrentThreadCpuTime();
+    }
+
+    /**
+     * Busy-polls for up to {@code window} ns from {@code start}, in native steps of at most {@link #STEP_NANOS}
+     * with a yield between them; returns the completions found (0: the window passed, or the loop stops).
+     */
+    private int spin(Completions batch, long start, long window) throws FabricException {
+        spins++;
+        long now = start;
+        int n = 0;
+        while (running) {
+            long left = Math.min(STEP_NANOS, window - (now - start));
+            int steps = (int) Math.max(1, Math.min(NATIVE_SPINS, left / nanosPerPoll));
+            long stepStart = now;
+            n = pollOnce(batch, steps);
+            now = System.nanoTime();
+            if (n > 0) {
+                spinHits++;
+                break;
+            }
+            nanosPerPoll = Math.max(1, 0.75 * nanosPerPoll + 0.25 * (now - stepStart) / steps);
+            if (now - start >= window) {
+                break;
+            }
+            Thread.yield(); // a runnable thread on this core goes first; returns at once when there is none
+        }
+        spinNanos += now - start;
+        spinBudget.charge(now - start);
+        return n;
+    }
+
+    /** Waits on the armed completion channel; true when a completion woke it, false on the timeout. */
+    private boolean block() throws FabricException {
+        blocks++;
+        blocked = true;
+        long start = System.nanoTime();
+        boolean woken;
+        try {
+            woken = cq.awaitNotification(running ? awaitMillis : 0);
+        } finally {
+            blocked = false;
+        }
+        blockedNanos += System.nanoTime() - start;
+        if (woken) {
+            wakeUps++;
+        }
+        return woken;
+    }
+
+    /** What this loop did so far (the spin budget's count is the transport's, left 0 here). */
+    LoopStats stats() {
+        Thread t;
+        synchronized (registry) {
+            t = thread;
+        }
+        long cpu = finalCpuNanos;
+        if (cpu < 0) {
+            cpu = t == null ? 0 : THREADS.getThreadCpuTime(t.getId());
+            if (cpu < 0 && t != null && !t.isAlive()) {
+                cpu = Math.max(0, finalCpuNanos); // ended between the two reads
+            }
+        }
+        return new LoopStats(t == null ? 0 : 1, spins, spinHits, spinNanos, blocks, wakeUps, blockedNanos, cpu, 0);
+    }
+
+    /** Whether the thread is blocked on the completion channel now. */
+    boolean isBlocked() {
+        return blocked;
+    }
+
+    /** The spin window the next idle period would use, in ns. */
+    long spinWindowNanos() {
+        return spinPolicy.window();
     }
 
     /** Out of service at once, the owner told, every channel failed with the cause; the queue goes last. */
@@ -376,21 +505,25 @@ final class CompletionLoop implements Runnable {
         return n;
     }
 
-    private void tick(long now) {
+    /** Ticks the shared pool and every channel; returns whether any has a deadline running or work pending. */
+    private boolean tick(long now) {
+        boolean pending = false;
         SharedReceivePool shared = pool;
         if (shared != null) {
-            shared.tick(now);
+            pending = shared.tick(now); // credits of closed connections wait out their quarantine
         }
         for (int i = 0, n = channels.length(); i < n; i++) {
             RdmaChannelImpl ch = channels.get(i);
             if (ch != null) {
                 try {
-                    ch.tick(now);
+                    pending |= ch.tick(now);
                 } catch (RuntimeException e) {
+                    pending = true;
                     LOG.error("{}: channel {} failed on tick", name, ch.id(), e);
                 }
             }
         }
+        return pending;
     }
 
     /** Lets channels still closing finish (their drain deadlines bound it), then closes the queue. */

@@ -900,10 +900,15 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
-    /** Periodic work of the loop: deadlines (close, reassembly), writability owed from other threads, release. */
-    void tick(long now) {
+    /**
+     * Periodic work of the loop: deadlines (close, reassembly), writability owed from other threads, release. Returns
+     * whether the channel has a deadline running or work pending (not open, frames queued, a frame half reassembled):
+     * a loop whose channels have none may look less often.
+     */
+    boolean tick(long now) {
         boolean notifyWritable;
         boolean notifyClosed;
+        boolean pending;
         lock.lock();
         try {
             FabricException overdue = state.tearingDown() ? null : receive.overdueFrame(now);
@@ -916,10 +921,12 @@ final class RdmaChannelImpl implements RdmaChannel {
             progressLocked(now);
             notifyWritable = send.takeWritableOwed(!state.tearingDown());
             notifyClosed = state == ChannelState.CLOSED && !closedNotified;
+            pending = state != ChannelState.OPEN || closeRequested || !send.outboxEmpty() || receive.reassembling();
         } finally {
             lock.unlock();
         }
         callbacks(false, notifyWritable, notifyClosed);
+        return pending || notifyWritable;
     }
 
     private void callbacks(boolean delivered, boolean notifyWritable, boolean notifyClosed) {

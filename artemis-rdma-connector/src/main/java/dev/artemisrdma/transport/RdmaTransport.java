@@ -43,6 +43,8 @@ public final class RdmaTransport implements AutoCloseable {
     private final ReassemblyBudget reassemblyBudget;
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
+    /** What all completion loops of this transport may spin together. */
+    private final SpinBudget spinBudget = new SpinBudget();
     private volatile boolean closed;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
@@ -348,7 +350,7 @@ public final class RdmaTransport implements AutoCloseable {
 
     private DeviceResources resources(FabricDevice device) {
         FabricDevice raw = device instanceof AccountedDevice a ? a.raw() : device;
-        return devices.computeIfAbsent(raw, d -> new DeviceResources(d, name, config));
+        return devices.computeIfAbsent(raw, d -> new DeviceResources(d, name, config, spinBudget));
     }
 
     void channelClosed(RdmaChannelImpl channel) {
@@ -364,6 +366,25 @@ public final class RdmaTransport implements AutoCloseable {
     /** Live channels, for tests and monitoring. */
     public int channelCount() {
         return channels.size();
+    }
+
+    /**
+     * What the completion loops did (spins, wake-ups, blocked time, thread CPU), summed over every loop this transport
+     * made on any device, those that already stopped included: for monitoring and benchmarks.
+     */
+    public LoopStats loopStats() {
+        LoopStats sum = LoopStats.NONE;
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.allLoops) {
+                sum = sum.plus(loop.stats());
+            }
+        }
+        return sum.plus(new LoopStats(0, 0, 0, 0, 0, 0, 0, 0, spinBudget.exhaustedPeriods()));
+    }
+
+    /** The loops in service on {@code device}, for tests. */
+    List<CompletionLoop> loops(FabricDevice device) {
+        return List.copyOf(resources(device).loops);
     }
 
     /** Bytes registered by the send buffer pools (shared by every channel of this transport), for monitoring. */
@@ -435,6 +456,11 @@ public final class RdmaTransport implements AutoCloseable {
         }
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.loops) {
+                loop.requestStop(); // all at once: each ends within its current blocking wait
+            }
+        }
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.loops) {
                 loop.stop();
             }
         }
@@ -467,9 +493,13 @@ public final class RdmaTransport implements AutoCloseable {
         final BufferPool pool;
         /** Loops in service; a failed one leaves at once (it finishes dying on its own). */
         final List<CompletionLoop> loops = new CopyOnWriteArrayList<>();
+        /** Every loop made here, in service or not: their statistics stay in the totals. */
+        final List<CompletionLoop> allLoops = new CopyOnWriteArrayList<>();
+        final SpinBudget spinBudget;
         private int loopsMade;
 
-        DeviceResources(FabricDevice device, String transportName, TransportConfig config) {
+        DeviceResources(FabricDevice device, String transportName, TransportConfig config, SpinBudget spinBudget) {
+            this.spinBudget = spinBudget;
             this.device = device;
             this.accounted = new AccountedDevice(device, config.maxRegisteredMemory());
             this.transportName = transportName;
@@ -482,8 +512,9 @@ public final class RdmaTransport implements AutoCloseable {
 
         synchronized CompletionLoop addLoop() {
             CompletionLoop loop = new CompletionLoop(transportName + "-" + device.name() + "-cq" + loopsMade++,
-                    accounted, config, loops::remove);
+                    accounted, config, loops::remove, spinBudget);
             loops.add(loop);
+            allLoops.add(loop);
             return loop;
         }
 

@@ -215,6 +215,11 @@ final class ReceiveSide {
                 + TimeUnit.NANOSECONDS.toMillis(reassemblyTimeoutNanos) + " ms); raise reassemblyTimeout");
     }
 
+    /** Whether a fragmented frame is being put back together (its reassemblyTimeout runs). */
+    boolean reassembling() {
+        return reassembler.inProgress();
+    }
+
     /** Gives back every reassembly byte; the channel is gone. */
     void release() {
         reassembler.release();

@@ -274,8 +274,10 @@ final class SharedReceivePool implements AutoCloseable {
     }
 
     /** Periodic: released credits whose limbo is over go back to the pool. */
-    synchronized void tick(long now) {
+    /** Returns credits whose quarantine is over to the pool; true while some are still waiting. */
+    synchronized boolean tick(long now) {
         reclaimLimbo(now);
+        return !limbo.isEmpty();
     }
 
     private void reclaimLimbo(long now) {

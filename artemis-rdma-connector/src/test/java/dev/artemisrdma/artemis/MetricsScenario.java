@@ -101,6 +101,11 @@ public final class MetricsScenario {
                     assertTrue(value(during, "artemis_rdma_connections", ACCEPTOR) >= 1, during);
                     assertTrue(value(during, "artemis_rdma_registered_memory_bytes", ACCEPTOR) > 0, during);
                     assertTrue(value(during, "artemis_rdma_send_pool_bytes", ACCEPTOR) > 0, during);
+                    // the loop that carried the traffic, and the CPU its thread used
+                    assertTrue(value(during, "artemis_rdma_loops", ACCEPTOR) >= 1, during);
+                    assertTrue(value(during, "artemis_rdma_loop_blocks_total", ACCEPTOR) >= 1, during);
+                    assertTrue(value(during, "artemis_rdma_loop_cpu_seconds_total", ACCEPTOR) > 0, during);
+                    assertTrue(acceptor.getLoopCpuNanos() > 0, "the loop thread's CPU");
                 }
             }
             RdmaTransportMetricsMXBean acceptor = ((RdmaAcceptor) broker.server().getRemotingService()

@@ -1,0 +1,110 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The completion loop's spin/block policy on the fake fabric: what it did is read from its counters, never from a
+ * clock, so nothing here depends on how fast the machine is.
+ */
+class CompletionLoopPolicyTest {
+
+    private static TransportConfig.Builder config() {
+        return TransportConfig.builder().receiveSlots(8).slotSize(512).sendQueueDepth(16).rnrRetryCount(0);
+    }
+
+    private static CompletionLoop onlyLoop(RdmaTransport transport, FakeFabric fabric) {
+        List<CompletionLoop> loops = transport.loops(fabric.device());
+        assertEquals(1, loops.size());
+        return loops.get(0);
+    }
+
+    @Test
+    void anIdleLoopBlocksAndStopsSpinning() throws Exception {
+        try (Connection c = new Connection(config().build(), config().build())) {
+            CompletionLoop loop = onlyLoop(c.serverTransport, c.fabric);
+            Peers.await("the idle loop blocked with no spin window", 10_000,
+                    () -> loop.isBlocked() && loop.spinWindowNanos() == 0);
+            LoopStats before = loop.stats();
+            // three more timeouts of the blocking wait: the loop woke only to look at its deadlines, never spun
+            Peers.await("three more blocking waits", 10_000, () -> loop.stats().blocks() >= before.blocks() + 3);
+            LoopStats after = loop.stats();
+            assertEquals(before.spins(), after.spins(), "an idle loop spun: " + after);
+            assertEquals(before.wakeUps(), after.wakeUps(), "no completion, yet a wake-up: " + after);
+            assertTrue(after.blockedNanos() > before.blockedNanos());
+        }
+    }
+
+    @Test
+    void aCompletionThatArrivesWhileTheLoopIsBlockedWakesItAtOnce() throws Exception {
+        // busyPollMicros 0: the loop never spins, so only the completion channel can bring the frame in
+        try (Connection c = new Connection(config().busyPollMicros(0).build(), config().build())) {
+            CompletionLoop loop = onlyLoop(c.serverTransport, c.fabric);
+            for (int i = 0; i < 20; i++) {
+                Peers.await("the server's loop blocked", 10_000, loop::isBlocked);
+                long wakeUps = loop.stats().wakeUps();
+                c.client.write(ByteBuffer.wrap(Peers.payload(7, i, 100)), true);
+                int expected = i + 1;
+                Peers.await("frame " + i, 10_000, () -> c.serverSide.count() == expected);
+                assertTrue(loop.stats().wakeUps() > wakeUps,
+                        "the frame's completion woke the blocked loop (a timeout is not counted as a wake-up)");
+            }
+            LoopStats s = loop.stats();
+            assertEquals(0, s.spins(), "busyPollMicros=0 spins never: " + s);
+        }
+    }
+
+    @Test
+    void aSteadyExchangeMakesTheLoopSpinAndTheSpinsFindCompletions() throws Exception {
+        // a bound far above any gap between two completions of an in-memory ping-pong: spinning always pays
+        TransportConfig spinning = config().busyPollMicros(200_000).build();
+        FakeFabric fabric = new FakeFabric();
+        Semaphore echoed = new Semaphore(0);
+        try (RdmaTransport server = RdmaTransport.create(fabric, spinning);
+             RdmaTransport client = RdmaTransport.create(fabric, spinning)) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Echo());
+            RdmaChannel ch = client.connect(s.localAddress(), new Peers.Recorder() {
+                @Override
+                public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+                    echoed.release();
+                }
+            });
+            for (int i = 0; i < 2000; i++) {
+                ch.write(ByteBuffer.wrap(Peers.payload(3, i, 64)), true);
+                assertTrue(echoed.tryAcquire(10, TimeUnit.SECONDS), "echo " + i);
+            }
+            LoopStats st = onlyLoop(server, fabric).stats();
+            assertTrue(st.spins() > 0 && st.spinHits() > 0, "a loop under steady load spins and catches: " + st);
+            assertTrue(st.spinNanos() > 0);
+            assertTrue(server.loopStats().spinHits() >= st.spinHits());
+            assertEquals(1, server.loopStats().loops());
+        }
+        assertEquals(0, fabric.liveCompletionQueues());
+        fabric.assertNoViolations();
+        fabric.close();
+    }
+
+    /** Writes every frame back, from the loop thread, as a broker answers. */
+    private static final class Echo extends Peers.Recorder {
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            try {
+                channel.write(ByteBuffer.wrap(copy(frame)), true);
+            } catch (FabricException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        private static byte[] copy(ByteBuffer frame) {
+            byte[] b = new byte[frame.remaining()];
+            frame.duplicate().get(b);
+            return b;
+        }
+    }
+}

@@ -1,0 +1,340 @@
+package dev.artemisrdma.it.bench.scale;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Stream;
+
+import dev.artemisrdma.it.RdmaResources;
+import dev.artemisrdma.transport.TransportConfig;
+
+/**
+ * The scale benchmark (run by {@code it-tests/bench/scale-bench} in the lab): one broker in its own JVM with an
+ * RDMA acceptor ({@code ACCEPTOR_PARAMS}), N JMS connections over RDMA from a few client JVMs, each sending and
+ * receiving as it opens, then a round in which every connection sends and receives at once, then all idle. Prints
+ * rxe's RNR counters, the broker's registered memory (its own counters) against what per-connection receive queues
+ * need, the broker's CPU over a window with every connection idle (from /proc), its busiest threads, and whether
+ * {@code rdma resource show} returned to its baseline once everything closed.
+ *
+ * <p>Arguments: [connections (1000)] [client JVMs (4)] [messages per connection in the round (10)]. Environment:
+ * {@code ACCEPTOR_PARAMS}, {@code CLIENT_PARAMS} (key=value;...), {@code IDLE_SECONDS} (30), {@code
+ * BASELINE_CLASSES} (a class folder put first on the broker's class path for a second pass, e.g. the connector as
+ * built before a change: both passes run in this boot, this build first; each pass prints as it ends).
+ */
+public final class ScaleBenchmark {
+
+    private static final Path INFINIBAND = Path.of("/sys/class/infiniband");
+
+    private ScaleBenchmark() {
+    }
+
+    record Pass(String name, int connections, double connectSeconds, String round, Map<String, Long> brokerIdle,
+                Map<String, Long> brokerAfterRound, double cpuPercent, double loopCpuPercent,
+                double loopCpuMBeanPercent, long wakeUps,
+                long spins, long blocks, List<String> busiest, double idleSeconds) {
+    }
+
+    public static void main(String[] args) throws Exception {
+        int connections = args.length > 0 ? Integer.parseInt(args[0]) : 1000;
+        int jvms = args.length > 1 ? Integer.parseInt(args[1]) : 4;
+        int roundMessages = args.length > 2 ? Integer.parseInt(args[2]) : 10;
+        String acceptorParams = System.getenv().getOrDefault("ACCEPTOR_PARAMS", "");
+        String clientParams = System.getenv().getOrDefault("CLIENT_PARAMS", "");
+        int idleSeconds = Integer.parseInt(System.getenv().getOrDefault("IDLE_SECONDS", "30"));
+        String baseline = System.getenv().getOrDefault("BASELINE_CLASSES", "");
+        String host = System.getenv().getOrDefault("RDMA_LAB_ADDR0", "10.77.0.1");
+
+        Map<String, Long> countersBefore = rxeCounters();
+        RdmaResources resourcesBefore = RdmaResources.now();
+        List<Pass> passes = new ArrayList<>();
+        List<String> failures = new ArrayList<>();
+        List<String[]> variants = new ArrayList<>();
+        variants.add(new String[] {"this build", null});
+        if (!baseline.isEmpty()) {
+            variants.add(new String[] {"baseline (" + baseline + ")", baseline});
+        }
+        StringBuilder out = new StringBuilder();
+        line(out, "");
+        line(out, "scale-bench: %d RDMA JMS connections from %d client JVMs to one broker JVM; acceptor params '%s', "
+                + "client params '%s'", connections, jvms, acceptorParams, clientParams);
+        TransportConfig acceptor = transportConfig(acceptorParams);
+        long perConnectionNeed = (long) connections * acceptor.receiveSlots() * acceptor.slotSize();
+        int port = 61900;
+        for (String[] v : variants) {
+            Pass p = pass(v[0], v[1], host, port++, connections, jvms, roundMessages, acceptorParams, clientParams,
+                    idleSeconds);
+            passes.add(p);
+            line(out, "-- %s", p.name);
+            line(out, "connected:        %d connections in %.1f s, each sent and received a 1 KiB message; round: %s",
+                    p.connections, p.connectSeconds, p.round);
+            Map<String, Long> s = p.brokerIdle;
+            line(out, "broker counters:  connections %d, accepted %d, refused %d, rnrRetryErrors %d, completionErrors %d,"
+                    + " creditStalls %d", s.get("connections"), s.get("accepted"), s.get("refused"),
+                    s.get("rnrRetryErrors"), s.get("completionErrors"), s.get("creditStalls"));
+            line(out, "registered memory of the broker: connections %.1f MiB + send pool %.1f MiB; per-connection "
+                    + "receive queues need %d x %d slots x %d B = %.1f MiB (%.0f KiB per connection registered)",
+                    mib(s.get("registeredBytes")), mib(s.get("sendPoolBytes")), connections, acceptor.receiveSlots(),
+                    acceptor.slotSize(), mib(perConnectionNeed),
+                    s.get("registeredBytes") / 1024.0 / Math.max(1, s.get("connections")));
+            line(out, "broker CPU, %.0f s with all %d connections idle: %.2f %% of one core; completion loop threads "
+                    + "%.2f %% (/proc; LoopCpuNanos says %.2f %%; %d loops; %.1f wake-ups/s, %.1f spins/s, %.1f "
+                    + "blocks/s; -1: a build without loop statistics)", p.idleSeconds, p.connections, p.cpuPercent,
+                    p.loopCpuPercent, p.loopCpuMBeanPercent, s.get("loops"), p.wakeUps / p.idleSeconds,
+                    p.spins / p.idleSeconds, p.blocks / p.idleSeconds);
+            line(out, "busiest broker threads in that window (CPU %% of one core): %s", String.join(", ", p.busiest));
+            if (s.get("connections") != connections) {
+                failures.add(p.name + ": the broker counted " + s.get("connections") + " connections, not "
+                        + connections);
+            }
+            if (s.get("rnrRetryErrors") != 0 || s.get("completionErrors") != 0) {
+                failures.add(p.name + ": completion errors at the broker: " + s);
+            }
+        }
+        Map<String, Long> countersAfter = rxeCounters();
+        RdmaResources resourcesAfter = RdmaResources.awaitEqual(resourcesBefore, 60_000);
+        Map<String, Long> delta = new TreeMap<>();
+        countersAfter.forEach((k, v) -> delta.put(k, v - countersBefore.getOrDefault(k, 0L)));
+        StringBuilder rnr = new StringBuilder();
+        long rnrTotal = 0;
+        for (Map.Entry<String, Long> e : delta.entrySet()) {
+            if (e.getKey().contains("rnr")) {
+                rnr.append(rnr.length() == 0 ? "" : ", ").append(e.getKey()).append(' ').append(e.getValue());
+                rnrTotal += e.getValue();
+            }
+        }
+        line(out, "rxe hw_counters over the whole run (all devices): %s; sent_pkts %d, rcvd_pkts %d",
+                rnr.length() == 0 ? "NO rnr COUNTERS FOUND" : rnr, delta.getOrDefault("sent_pkts", 0L),
+                delta.getOrDefault("rcvd_pkts", 0L));
+        if (rnr.length() == 0) {
+            failures.add("rxe exposes no rnr counters under " + INFINIBAND);
+        } else if (rnrTotal != 0) {
+            failures.add("RNR counted by rxe: " + rnr);
+        }
+        boolean back = resourcesAfter.equals(resourcesBefore);
+        line(out, "rdma resource show: before %s, after %s: %s", resourcesBefore.counts(), resourcesAfter.counts(),
+                back ? "back to baseline" : "NOT back to baseline");
+        if (!back) {
+            failures.add("rdma resources not back to baseline");
+        }
+        line(out, failures.isEmpty() ? "scale-bench: PASSED" : "scale-bench: FAILED " + failures);
+        String results = System.getenv("RDMA_LAB_RESULTS");
+        if (results != null) {
+            Files.writeString(Path.of(results, "scale-summary.txt"), out.toString());
+        }
+        System.out.flush();
+        System.exit(failures.isEmpty() ? 0 : 1);
+    }
+
+    private static Pass pass(String name, String classPrefix, String host, int port, int connections, int jvms,
+                             int roundMessages, String acceptorParams, String clientParams, int idleSeconds)
+            throws Exception {
+        System.out.println("scale-bench: pass '" + name + "': starting the broker");
+        List<ChildJvm> clients = new ArrayList<>();
+        try (ChildJvm broker = ChildJvm.start("scale-broker-" + port, ScaleBrokerMain.class, classPrefix,
+                List.of("-Xmx1g"), host, Integer.toString(port), acceptorParams)) {
+            broker.await("READY", 300);
+            long start = System.nanoTime();
+            String url = "rdma://" + host + ":" + port + ScaleParams.query(clientParams);
+            int left = connections;
+            for (int j = 0; j < jvms; j++) {
+                int count = left / (jvms - j);
+                left -= count;
+                clients.add(ChildJvm.start("scale-client-" + port + "-" + j, ScaleClientMain.class, null,
+                        List.of("-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"), url,
+                        Integer.toString(count), "c" + j, "4"));
+            }
+            for (ChildJvm c : clients) {
+                c.await("CONNECTED", 1800);
+            }
+            double connectSeconds = (System.nanoTime() - start) / 1e9;
+            System.out.printf(Locale.ROOT, "scale-bench: %d connections open after %.1f s%n", connections,
+                    connectSeconds);
+            long roundStart = System.nanoTime();
+            for (ChildJvm c : clients) {
+                c.send("round " + roundMessages);
+            }
+            long roundMessagesTotal = 0;
+            for (ChildJvm c : clients) {
+                String r = c.await("ROUND", 1200);
+                roundMessagesTotal += Long.parseLong(r.replaceAll(".*received=(\\d+).*", "$1"));
+            }
+            String round = String.format(Locale.ROOT, "%d messages of 1 KiB each way in %.1f s, all connections at "
+                    + "once", roundMessagesTotal, (System.nanoTime() - roundStart) / 1e9);
+            Map<String, Long> afterRound = stats(broker);
+            Thread.sleep(10_000); // settle: the round's last acknowledgements, JIT, GC
+            Map<String, Long> s0 = stats(broker);
+            Map<Long, long[]> threads0 = threadTicks(broker.pid());
+            long ticks0 = processTicks(broker.pid());
+            long t0 = System.nanoTime();
+            System.out.printf("scale-bench: measuring the broker's CPU for %d s, all idle%n", idleSeconds);
+            Thread.sleep(idleSeconds * 1000L);
+            long ticks1 = processTicks(broker.pid());
+            double elapsed = (System.nanoTime() - t0) / 1e9;
+            Map<Long, long[]> threads1 = threadTicks(broker.pid());
+            Map<String, Long> s1 = stats(broker);
+            double hz = clockTicks();
+            double cpu = (ticks1 - ticks0) / hz / elapsed * 100;
+            double loopCpu = loopThreadsPercent(threads0, threads1, hz, elapsed);
+            double loopCpuMBean = s1.get("loops") < 0 ? -1
+                    : (s1.get("loopCpuNanos") - s0.get("loopCpuNanos")) / 1e9 / elapsed * 100;
+            List<String> busiest = busiest(threads0, threads1, hz, elapsed, broker.pid());
+            for (ChildJvm c : clients) {
+                c.send("close");
+            }
+            for (ChildJvm c : clients) {
+                c.await("CLOSED", 600);
+                c.awaitExit(60);
+            }
+            broker.send("exit");
+            broker.await("STOPPED", 120);
+            broker.awaitExit(60);
+            return new Pass(name, connections, connectSeconds, round, s1, afterRound, cpu, loopCpu, loopCpuMBean,
+                    s1.get("loopWakeUps") - s0.get("loopWakeUps"), s1.get("loopSpins") - s0.get("loopSpins"),
+                    s1.get("loopBlocks") - s0.get("loopBlocks"), busiest, elapsed);
+        } finally {
+            for (ChildJvm c : clients) {
+                c.close();
+            }
+        }
+    }
+
+    private static Map<String, Long> stats(ChildJvm broker) throws Exception {
+        broker.send("stats");
+        Map<String, Long> values = new LinkedHashMap<>();
+        for (String kv : broker.await("STATS", 60).substring(6).trim().split(" ")) {
+            int eq = kv.indexOf('=');
+            values.put(kv.substring(0, eq), Long.parseLong(kv.substring(eq + 1)));
+        }
+        return values;
+    }
+
+    /** The acceptor's transport settings, from its parameters (other keys left out). */
+    private static TransportConfig transportConfig(String params) {
+        Map<String, Object> transport = new HashMap<>();
+        ScaleParams.parse(params).forEach((k, v) -> {
+            if (TransportConfig.KEYS.contains(k)) {
+                transport.put(k, v);
+            }
+        });
+        return TransportConfig.fromMap(transport);
+    }
+
+    /** Every rxe hardware counter, summed over devices and ports. */
+    static Map<String, Long> rxeCounters() throws IOException {
+        Map<String, Long> sums = new TreeMap<>();
+        try (Stream<Path> devices = Files.list(INFINIBAND)) {
+            for (Path device : devices.toList()) {
+                try (Stream<Path> ports = Files.list(device.resolve("ports"))) {
+                    for (Path port : ports.toList()) {
+                        Path dir = port.resolve("hw_counters");
+                        if (!Files.isDirectory(dir)) {
+                            continue;
+                        }
+                        try (Stream<Path> files = Files.list(dir)) {
+                            for (Path f : files.toList()) {
+                                try {
+                                    sums.merge(f.getFileName().toString(), Long.parseLong(Files.readString(f).strip()),
+                                            Long::sum);
+                                } catch (NumberFormatException | IOException ignored) {
+                                    // not a counter (lifespan is writable)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (sums.isEmpty()) {
+            throw new IllegalStateException("no hw_counters under " + INFINIBAND + ": run inside the lab");
+        }
+        return sums;
+    }
+
+    /** utime + stime of a process, in clock ticks. */
+    static long processTicks(long pid) throws IOException {
+        long[] t = ticks(Path.of("/proc", Long.toString(pid), "stat"));
+        return t[0] + t[1];
+    }
+
+    /** tid -> {utime, stime} of each thread, with its name in {@link #threadNames}. */
+    private static final Map<Long, String> threadNames = new HashMap<>();
+
+    static Map<Long, long[]> threadTicks(long pid) throws IOException {
+        Map<Long, long[]> result = new HashMap<>();
+        try (Stream<Path> tasks = Files.list(Path.of("/proc", Long.toString(pid), "task"))) {
+            for (Path task : tasks.toList()) {
+                try {
+                    String stat = Files.readString(task.resolve("stat"));
+                    long tid = Long.parseLong(task.getFileName().toString());
+                    threadNames.put(tid, stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')')));
+                    result.put(tid, ticks(task.resolve("stat")));
+                } catch (IOException ignored) {
+                    // the thread ended meanwhile
+                }
+            }
+        }
+        return result;
+    }
+
+    private static long[] ticks(Path stat) throws IOException {
+        String s = Files.readString(stat);
+        String[] f = s.substring(s.lastIndexOf(')') + 2).split(" ");
+        // after the name: state(3) ... utime is field 14, stime 15 (1-based), i.e. index 11 and 12 here
+        return new long[] {Long.parseLong(f[11]), Long.parseLong(f[12])};
+    }
+
+    private static List<String> busiest(Map<Long, long[]> before, Map<Long, long[]> after, double hz, double seconds,
+                                        long pid) {
+        List<Map.Entry<Long, Long>> deltas = new ArrayList<>();
+        after.forEach((tid, t) -> {
+            long[] b = before.getOrDefault(tid, new long[2]);
+            deltas.add(Map.entry(tid, t[0] + t[1] - b[0] - b[1]));
+        });
+        deltas.sort(Map.Entry.<Long, Long>comparingByValue(Comparator.reverseOrder()));
+        List<String> top = new ArrayList<>();
+        for (Map.Entry<Long, Long> e : deltas.subList(0, Math.min(6, deltas.size()))) {
+            top.add(String.format(Locale.ROOT, "%s %.2f", threadNames.getOrDefault(e.getKey(), "?"),
+                    e.getValue() / hz / seconds * 100));
+        }
+        top.add(String.format(Locale.ROOT, "(%d threads)", after.size()));
+        return top;
+    }
+
+    /** CPU of the completion loop threads (named TRANSPORT-DEVICE-cqN, cut to 15 characters by the kernel). */
+    private static double loopThreadsPercent(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
+                                             double seconds) {
+        long ticks = 0;
+        for (Map.Entry<Long, long[]> e : after.entrySet()) {
+            if (threadNames.getOrDefault(e.getKey(), "").matches("rdma-\\d+-.*-cq\\d*")) {
+                long[] b = before.getOrDefault(e.getKey(), new long[2]);
+                ticks += e.getValue()[0] + e.getValue()[1] - b[0] - b[1];
+            }
+        }
+        return ticks / hz / seconds * 100;
+    }
+
+    private static double clockTicks() throws Exception {
+        Process p = new ProcessBuilder("getconf", "CLK_TCK").redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes()).strip();
+        p.waitFor();
+        return Double.parseDouble(out);
+    }
+
+    private static double mib(long bytes) {
+        return bytes / 1024.0 / 1024.0;
+    }
+
+    private static void line(StringBuilder out, String format, Object... args) {
+        String l = String.format(Locale.ROOT, format, args);
+        System.out.println(l);
+        out.append(l).append('\n');
+    }
+}
