@@ -103,6 +103,8 @@ final class CompletionLoop implements Runnable {
     private volatile SharedReceivePool pool;
     /** Channels on the shared pool by queue pair number: its receive completions name no channel. */
     private final QueuePairTable byQueuePair = new QueuePairTable();
+    /** See {@link #emptyPolls()}; written and read by the loop thread only. */
+    private long emptyPolls;
     private final Consumer<CompletionLoop> onFailure;
 
     CompletionLoop(String name, FabricDevice device, TransportConfig config) {
@@ -443,6 +445,7 @@ final class CompletionLoop implements Runnable {
     private int pollOnce(Completions batch, int spins) throws FabricException {
         int n = spins > 1 ? cq.pollSpinning(batch, spins) : cq.poll(batch);
         if (n == 0) {
+            emptyPolls++;
             return 0;
         }
         int touchedCount = 0;
@@ -502,7 +505,19 @@ final class CompletionLoop implements Runnable {
                 LOG.error("{}: channel {} failed to process completions", name, ch.id(), e);
             }
         }
+        if (n < batch.capacity()) {
+            emptyPolls++; // the queue held no more than this: everything in it before the poll has been handled
+        }
         return n;
+    }
+
+    /**
+     * How many polls so far found the completion queue empty (loop thread only). A channel on the shared pool has no
+     * receives of its own to be flushed at teardown: it waits for the next empty poll instead, which proves that the
+     * receive completions its peer's last SENDs produced (queued before the disconnect could be seen) were handled.
+     */
+    long emptyPolls() {
+        return emptyPolls;
     }
 
     /** Ticks the shared pool and every channel; returns whether any has a deadline running or work pending. */

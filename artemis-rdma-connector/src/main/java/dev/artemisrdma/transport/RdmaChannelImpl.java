@@ -82,6 +82,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private RegisteredMemory memory;
     private QueuePair qp;
     private int receivesOutstanding;
+    /** The loop's empty-poll count when a shared channel's drain was first checked; -1 before (loop thread). */
+    private long drainPollMark = -1;
     private FabricException cause;
     private boolean closeRequested;
     private boolean goodbyeSent;
@@ -1080,7 +1082,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         if (causeIsFlush && now - flushGraceDeadline < 0) {
             return false;
         }
-        if (qp == null || (receivesOutstanding <= 0 && send.signaledOutstanding() == 0)) {
+        if (qp == null || (receivesOutstanding <= 0 && send.signaledOutstanding() == 0 && sharedReceivesSettled())) {
             return true;
         }
         if (now - drainDeadline > 0) {
@@ -1091,6 +1093,22 @@ final class RdmaChannelImpl implements RdmaChannel {
             return true;
         }
         return false;
+    }
+
+    /**
+     * On the shared pool, no receive of ours is flushed to mark the end of the peer's SENDs: their completions sit in
+     * the loop's queue, ahead of the disconnect that started this drain. Drained once the loop has polled its queue
+     * empty after the first look here (loop thread), so a frame the peer sent before closing is never dropped.
+     */
+    private boolean sharedReceivesSettled() {
+        if (sharedAllocation == null || loop == null || loop.failure() != null) {
+            return true;
+        }
+        if (drainPollMark < 0) {
+            drainPollMark = loop.emptyPolls();
+            return false;
+        }
+        return loop.emptyPolls() > drainPollMark;
     }
 
     /** Destroy the queue pair, then release what its work requests pointed at, then the connection's memory. */
