@@ -5,17 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.stream.Stream;
 
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
@@ -189,27 +185,6 @@ class IdleConnectionsLabTest {
 
     /** rxe's RNR counters (names containing "rnr"), summed over devices and ports. */
     static Map<String, Long> rnrCounters() throws IOException {
-        Map<String, Long> sums = new TreeMap<>();
-        try (Stream<Path> devices = Files.list(Path.of("/sys/class/infiniband"))) {
-            for (Path device : devices.toList()) {
-                try (Stream<Path> ports = Files.list(device.resolve("ports"))) {
-                    for (Path port : ports.toList()) {
-                        Path dir = port.resolve("hw_counters");
-                        if (!Files.isDirectory(dir)) {
-                            continue;
-                        }
-                        try (Stream<Path> files = Files.list(dir)) {
-                            for (Path f : files.toList()) {
-                                String name = f.getFileName().toString();
-                                if (name.contains("rnr")) {
-                                    sums.merge(name, Long.parseLong(Files.readString(f).strip()), Long::sum);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        return sums;
+        return RxeHwCounters.now().rnr();
     }
 }

@@ -1,5 +1,6 @@
 package dev.artemisrdma.it.bench.scale;
 
+import dev.artemisrdma.it.RxeHwCounters;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -229,33 +230,7 @@ public final class ScaleBenchmark {
 
     /** Every rxe hardware counter, summed over devices and ports. */
     static Map<String, Long> rxeCounters() throws IOException {
-        Map<String, Long> sums = new TreeMap<>();
-        try (Stream<Path> devices = Files.list(INFINIBAND)) {
-            for (Path device : devices.toList()) {
-                try (Stream<Path> ports = Files.list(device.resolve("ports"))) {
-                    for (Path port : ports.toList()) {
-                        Path dir = port.resolve("hw_counters");
-                        if (!Files.isDirectory(dir)) {
-                            continue;
-                        }
-                        try (Stream<Path> files = Files.list(dir)) {
-                            for (Path f : files.toList()) {
-                                try {
-                                    sums.merge(f.getFileName().toString(), Long.parseLong(Files.readString(f).strip()),
-                                            Long::sum);
-                                } catch (NumberFormatException | IOException ignored) {
-                                    // not a counter (lifespan is writable)
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if (sums.isEmpty()) {
-            throw new IllegalStateException("no hw_counters under " + INFINIBAND + ": run inside the lab");
-        }
-        return sums;
+        return RxeHwCounters.now().values();
     }
 
     /** utime + stime of a process, in clock ticks. */
