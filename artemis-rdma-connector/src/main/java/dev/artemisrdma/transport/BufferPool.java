@@ -24,7 +24,7 @@ final class BufferPool implements AutoCloseable {
     private final FabricDevice device;
     private final SizeClass[] classes;
     private final List<RegisteredMemory> slabs = new ArrayList<>();
-    private boolean closed;
+    private volatile boolean closed;
 
     BufferPool(FabricDevice device) {
         this.device = device;
@@ -91,15 +91,18 @@ final class BufferPool implements AutoCloseable {
         }
     }
 
-    /** Deregisters every slab; callers guarantee no posted work request still points into one. */
+    /**
+     * Deregisters every slab none of whose buffers is out; callers guarantee no posted work request still points into
+     * one. A slab with a buffer still out (a writer encoding into it while the transport closes) is deregistered when
+     * its last buffer comes back: unmapping it now would turn that writer's next put into a JVM crash.
+     */
     @Override
     public void close() {
         synchronized (slabs) {
             closed = true;
-            for (RegisteredMemory m : slabs) {
-                m.close();
-            }
-            slabs.clear();
+        }
+        for (SizeClass c : classes) {
+            c.closeIdleSlabs();
         }
     }
 
@@ -135,6 +138,9 @@ final class BufferPool implements AutoCloseable {
         }
 
         synchronized PooledBuffer take() throws FabricException {
+            if (closed) {
+                throw new FabricException("transport closed: cannot allocate send memory on " + device.name());
+            }
             if (count == 0) {
                 grow();
             }
@@ -152,6 +158,39 @@ final class BufferPool implements AutoCloseable {
             Slab slab = slabOf(b);
             if (--slab.inUse == 0) {
                 slab.idleSince = System.nanoTime();
+                if (closed) {
+                    closeSlab(slab); // the pool closed while this buffer was out
+                }
+            }
+        }
+
+        /** At pool close: deregisters the slabs with no buffer out; the others follow their last buffer. */
+        synchronized void closeIdleSlabs() {
+            for (int i = own.size() - 1; i >= 0; i--) {
+                Slab slab = own.get(i);
+                if (slab.inUse == 0) {
+                    closeSlab(slab);
+                } else {
+                    LOG.debug("send pool on {}: {}-byte slab has {} buffers out at close, deregistered when they "
+                            + "come back", device.name(), size, slab.inUse);
+                }
+            }
+        }
+
+        private void closeSlab(Slab slab) {
+            int kept = 0;
+            for (int j = 0; j < count; j++) {
+                if (!slab.holds(free[j])) {
+                    free[kept++] = free[j];
+                }
+            }
+            java.util.Arrays.fill(free, kept, count, null);
+            count = kept;
+            own.remove(slab);
+            synchronized (slabs) {
+                if (slabs.remove(slab.memory)) {
+                    slab.memory.close();
+                }
             }
         }
 

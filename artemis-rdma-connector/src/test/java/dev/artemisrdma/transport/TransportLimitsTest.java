@@ -168,4 +168,24 @@ class TransportLimitsTest {
         assertEquals(0, fabric.liveMemoryRegions());
         fabric.assertNoViolations();
     }
+
+    @Test
+    void aSlabWithABufferOutOutlivesThePoolUntilTheBufferComesBack() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try {
+            BufferPool pool = new BufferPool(fabric.device());
+            SendBuffer writing = pool.allocate(200); // a writer still encoding when the transport closes
+            pool.allocate(5000).release();           // another class, nothing out
+            assertEquals(2, fabric.liveMemoryRegions());
+            pool.close();
+            assertEquals(1, fabric.liveMemoryRegions(), "the idle slab goes at close, the one in use stays mapped");
+            writing.buffer().putInt(42); // on real verbs this wrote into unmapped memory: a JVM crash
+            assertThrows(FabricException.class, () -> pool.allocate(200), "a closed pool hands nothing out");
+            writing.release();
+            assertEquals(0, fabric.liveMemoryRegions(), "deregistered when its last buffer came back");
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
 }
