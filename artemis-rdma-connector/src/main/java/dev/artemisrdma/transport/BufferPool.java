@@ -177,6 +177,7 @@ final class BufferPool implements AutoCloseable {
             }
         }
 
+        /** Takes the slab's buffers off the free stack and deregisters it (once: trim and close both come here). */
         private void closeSlab(Slab slab) {
             int kept = 0;
             for (int j = 0; j < count; j++) {
@@ -213,20 +214,7 @@ final class BufferPool implements AutoCloseable {
                 if (slab.inUse > 0 || now - slab.idleSince < idleNanos) {
                     continue;
                 }
-                int kept = 0;
-                for (int j = 0; j < count; j++) {
-                    if (!slab.holds(free[j])) {
-                        free[kept++] = free[j];
-                    }
-                }
-                java.util.Arrays.fill(free, kept, count, null);
-                count = kept;
-                own.remove(i);
-                synchronized (slabs) {
-                    if (slabs.remove(slab.memory)) { // else the pool was closed, and the slab with it
-                        slab.memory.close();
-                    }
-                }
+                closeSlab(slab);
                 released++;
                 LOG.debug("send pool on {}: {}-byte slab idle, deregistered", device.name(), size);
             }
