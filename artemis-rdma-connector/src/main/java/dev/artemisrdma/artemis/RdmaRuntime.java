@@ -72,17 +72,22 @@ public final class RdmaRuntime {
         @Override
         public void close() {
             synchronized (LOCK) {
-                if (closed) {
-                    return;
-                }
-                closed = true;
-                if (--shared.leases > 0) {
+                if (!releaseLastLeaseLocked()) {
                     return;
                 }
                 transports.remove(shared.settings);
                 closing++;
             }
             retire(shared);
+        }
+
+        /** Ends this lease (once); true when it was the transport's last. Under {@link #LOCK}. */
+        private boolean releaseLastLeaseLocked() {
+            if (closed) {
+                return false;
+            }
+            closed = true;
+            return --shared.leases == 0;
         }
 
         /**
@@ -92,11 +97,7 @@ public final class RdmaRuntime {
          */
         void closeRetrying() {
             synchronized (LOCK) {
-                if (closed) {
-                    return;
-                }
-                closed = true;
-                if (--shared.leases > 0) {
+                if (!releaseLastLeaseLocked()) {
                     return;
                 }
                 if (lingerTimer == null) {
