@@ -27,6 +27,16 @@ interface ChannelTransport extends AutoCloseable {
         return 0;
     }
 
+    /** Bytes registered by the shared receive pools of the transport's completion loops (monitoring). */
+    default long sharedReceivePoolBytes() {
+        return 0;
+    }
+
+    /** Shared receive pools in service (monitoring). */
+    default int sharedReceivePools() {
+        return 0;
+    }
+
     /** What the transport's completion loops did (monitoring); none when it has none. */
     default LoopStats loopStats() {
         return LoopStats.NONE;

@@ -36,7 +36,7 @@ final class ClientMetrics {
 
         private Group(String name) {
             this.name = name;
-            this.metrics = new EndpointMetrics(() -> transport.sendPoolBytes(), () -> transport.loopStats());
+            this.metrics = new EndpointMetrics(() -> transport);
         }
 
         EndpointMetrics metrics() {

@@ -1,7 +1,6 @@
 package dev.artemisrdma.artemis;
 
 import java.nio.ByteBuffer;
-import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.ChannelGroupStats;
@@ -20,14 +19,17 @@ import dev.artemisrdma.transport.RdmaChannel;
 final class EndpointMetrics implements RdmaTransportMetricsMXBean {
 
     private final ChannelGroupStats channels = new ChannelGroupStats();
-    private final LongSupplier sendPoolBytes;
-    private final Supplier<LoopStats> loopStats;
+    /** The transport these channels use (shared per settings): its pools and loops are reported. */
+    private final Supplier<ChannelTransport> transport;
     private volatile ListenerStats listener;
 
-    /** {@code loopStats}: of the transport these channels use (shared per settings, like its send pool). */
-    EndpointMetrics(LongSupplier sendPoolBytes, Supplier<LoopStats> loopStats) {
-        this.sendPoolBytes = sendPoolBytes;
-        this.loopStats = loopStats;
+    EndpointMetrics(Supplier<ChannelTransport> transport) {
+        this.transport = transport;
+    }
+
+    private LoopStats loopStats() {
+        ChannelTransport t = transport.get();
+        return t == null ? LoopStats.NONE : t.loopStats();
     }
 
     /** From now on, the connection requests answered by {@code stats} are this endpoint's. */
@@ -127,47 +129,65 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
 
     @Override
     public long getSendPoolBytes() {
-        return sendPoolBytes.getAsLong();
+        ChannelTransport t = transport.get();
+        return t == null ? 0 : t.sendPoolBytes();
+    }
+
+    @Override
+    public long getSharedReceivePoolBytes() {
+        ChannelTransport t = transport.get();
+        return t == null ? 0 : t.sharedReceivePoolBytes();
+    }
+
+    @Override
+    public int getSharedReceivePools() {
+        ChannelTransport t = transport.get();
+        return t == null ? 0 : t.sharedReceivePools();
+    }
+
+    @Override
+    public long getLoopSpinBudgetExhausted() {
+        return loopStats().budgetExhaustedPeriods();
     }
 
     @Override
     public long getLoopSpins() {
-        return loopStats.get().spins();
+        return loopStats().spins();
     }
 
     @Override
     public long getLoopSpinHits() {
-        return loopStats.get().spinHits();
+        return loopStats().spinHits();
     }
 
     @Override
     public long getLoopSpinNanos() {
-        return loopStats.get().spinNanos();
+        return loopStats().spinNanos();
     }
 
     @Override
     public long getLoopBlocks() {
-        return loopStats.get().blocks();
+        return loopStats().blocks();
     }
 
     @Override
     public long getLoopWakeUps() {
-        return loopStats.get().wakeUps();
+        return loopStats().wakeUps();
     }
 
     @Override
     public long getLoopBlockedNanos() {
-        return loopStats.get().blockedNanos();
+        return loopStats().blockedNanos();
     }
 
     @Override
     public long getLoopCpuNanos() {
-        return loopStats.get().cpuNanos();
+        return loopStats().cpuNanos();
     }
 
     @Override
     public int getLoops() {
-        return loopStats.get().loops();
+        return loopStats().loops();
     }
 
     /** The application's handler, with the channel leaving the group when it closes. */

@@ -93,7 +93,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
         }
         lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
         ChannelTransport transport = lease.transport();
-        metrics = new EndpointMetrics(transport::sendPoolBytes, transport::loopStats);
+        metrics = new EndpointMetrics(() -> transport);
         try {
             listening = transport.listen(address, this::accepted);
         } catch (Exception e) {

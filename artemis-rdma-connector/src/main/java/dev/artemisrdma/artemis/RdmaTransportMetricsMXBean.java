@@ -53,6 +53,15 @@ public interface RdmaTransportMetricsMXBean {
     /** Memory registered by the send buffer pool of the transport these connections use (shared per settings). */
     long getSendPoolBytes();
 
+    /**
+     * Memory registered by the shared receive pools of that transport's completion loops (acceptors with
+     * sharedReceiveQueue: one pool of sharedReceiveSlots x slotSize per loop that serves accepted connections).
+     */
+    long getSharedReceivePoolBytes();
+
+    /** Shared receive pools in service in that transport. */
+    int getSharedReceivePools();
+
     // The completion loops of the transport these connections use (shared per settings, like the send pool).
 
     /** Completion loops (threads) made so far. */
@@ -70,7 +79,10 @@ public interface RdmaTransportMetricsMXBean {
     /** Times a loop armed its completion channel and blocked. */
     long getLoopBlocks();
 
-    /** Of those, how many a completion ended (the others timed out, 2.5 per second per idle loop). */
+    /**
+     * Of those, how many a completion ended (the others: the 100 ms timeout while a connection has a deadline
+     * running, a close or stop that woke the loop, or the 10 s bound of an idle loop).
+     */
     long getLoopWakeUps();
 
     /** Nanoseconds the loops spent blocked. */
@@ -78,4 +90,10 @@ public interface RdmaTransportMetricsMXBean {
 
     /** CPU time of the loop threads, in nanoseconds (-1 when the JVM cannot measure thread CPU). */
     long getLoopCpuNanos();
+
+    /**
+     * Periods of 100 ms in which the loops used up their spin budget (one core's worth of busy-polling, all loops of
+     * the transport together): rising under load means the loops would have spun more, and blocked instead.
+     */
+    long getLoopSpinBudgetExhausted();
 }

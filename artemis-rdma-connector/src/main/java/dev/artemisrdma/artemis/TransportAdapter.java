@@ -44,6 +44,16 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
+    public long sharedReceivePoolBytes() {
+        return transport.sharedReceivePoolBytes();
+    }
+
+    @Override
+    public int sharedReceivePools() {
+        return transport.sharedReceivePools();
+    }
+
+    @Override
     public LoopStats loopStats() {
         return transport.loopStats();
     }

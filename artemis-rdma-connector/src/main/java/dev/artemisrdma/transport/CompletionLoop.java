@@ -18,11 +18,13 @@ import org.slf4j.LoggerFactory;
  * <p>When idle it may spin (busy-poll) for a while, a window that {@link SpinPolicy} adapts between 0 and
  * {@code busyPollMicros} to whether spinning pays, and only while the transport's {@link SpinBudget} (one core's
  * worth for all its loops) lasts; then it arms the completion channel, polls once more (a completion that came between the
- * last poll and the arming would otherwise raise no event) and blocks for at most 100 ms, so it notices a stop
- * request and closing deadlines; while none of its channels has a deadline running (all open, nothing queued or half
- * reassembled) the bound doubles up to {@value #MAX_AWAIT_MILLIS} ms, and after a timeout the channel, still armed,
- * is not armed again. An idle loop therefore blocks at once; a completion that comes while it is blocked
- * wakes it at once (no timer ever holds one back). Spinning runs in native steps of at most {@value #STEP_MICROS} us,
+ * last poll and the arming would otherwise raise no event) and blocks: for at most 100 ms while one of its channels
+ * has a deadline running (connecting, closing, draining, frames queued or half reassembled), else for up to
+ * {@value #IDLE_AWAIT_MILLIS} ms. Whoever gives a channel a deadline from another thread (a close, a failure, a
+ * device event) or stops the loop ends that wait at once with {@link #wake} (an eventfd polled beside the completion
+ * channel), so an idle loop costs no periodic wake-ups: with hundreds of idle connections, only their traffic (Artemis
+ * pings) wakes it. After a timeout or a wake-up the channel, still armed, is not armed again. A completion that comes
+ * while it is blocked wakes it at once (no timer ever holds one back). Spinning runs in native steps of at most {@value #STEP_MICROS} us,
  * sized from the measured cost of an empty poll, with a {@link Thread#yield} between steps so a runnable broker
  * thread on this core gets it. {@link #stats} counts what the loop did.
  *
@@ -47,12 +49,13 @@ final class CompletionLoop implements Runnable {
     private static final int BATCH = 64;
     /** Empty polls retried in native code per busy-poll step: one JNI transition per completion, not per poll. */
     private static final int NATIVE_SPINS = 1024;
+    /** The blocking wait's bound while a channel has a deadline running: its deadlines are checked this often. */
     private static final long AWAIT_MILLIS = 100;
     /**
-     * The longest blocking wait, reached by doubling while no channel has a deadline running: an idle loop then wakes
-     * 2.5 times a second instead of 10. Below the 1 s that a closing caller waits beyond closeTimeout.
+     * The bound while no channel has a deadline running. Not needed for correctness (every thread that starts a
+     * deadline calls {@link #wake}): a safety net that keeps a missed wake-up from holding a close for longer.
      */
-    private static final long MAX_AWAIT_MILLIS = 400;
+    static final long IDLE_AWAIT_MILLIS = 10_000;
     private static final int CLOCK_EVERY = 64;
     private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
     /** Longest native spin step between yields. */
@@ -82,8 +85,12 @@ final class CompletionLoop implements Runnable {
     private volatile long finalCpuNanos = -1;
     /** True while the thread waits on the completion channel (tests look for an idle loop). */
     private volatile boolean blocked;
-    /** The next blocking wait's bound: AWAIT_MILLIS while a channel has a deadline, up to MAX_AWAIT_MILLIS. */
+    /** The next blocking wait's bound: AWAIT_MILLIS while a channel has a deadline, else IDLE_AWAIT_MILLIS. */
     private long awaitMillis = AWAIT_MILLIS;
+    /** Set by {@link #wake}: the loop ticks its channels before it waits again. */
+    private volatile boolean tickRequested;
+    /** Completions were handled since the last tick, which may have started a deadline (loop thread only). */
+    private boolean handledSinceTick;
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -249,10 +256,27 @@ final class CompletionLoop implements Runnable {
         return Thread.currentThread() == thread;
     }
 
-    /** Tells the thread to stop, without waiting: it ends within its current wait. */
+    /** Tells the thread to stop, without waiting: its current wait ends at once. */
     void requestStop() {
         synchronized (registry) {
             running = false;
+        }
+        wake();
+    }
+
+    /**
+     * Ends the loop's blocking wait (or its next one) and has it tick its channels first: called by whoever starts a
+     * deadline on a channel from another thread. Cheap enough for rare events (one eventfd write), not for the
+     * data path.
+     */
+    void wake() {
+        tickRequested = true;
+        CompletionQueue q;
+        synchronized (registry) {
+            q = queueClosed ? null : cq;
+        }
+        if (q != null) {
+            q.wakeUp();
         }
     }
 
@@ -266,6 +290,7 @@ final class CompletionLoop implements Runnable {
         if (t == null) {
             return;
         }
+        wake();
         if (t != Thread.currentThread()) {
             try {
                 t.join(TimeUnit.SECONDS.toMillis(5));
@@ -292,11 +317,9 @@ final class CompletionLoop implements Runnable {
                 }
                 busyBatches = 0;
                 long now = System.nanoTime();
-                if (now - lastTick > TICK_NANOS) {
+                if (now - lastTick > TICK_NANOS || tickRequested) {
                     lastTick = now;
-                    if (tick(now)) {
-                        awaitMillis = AWAIT_MILLIS;
-                    }
+                    tickAndSetAwait(now);
                 }
                 if (n > 0) {
                     continue;
@@ -307,6 +330,11 @@ final class CompletionLoop implements Runnable {
                     spinPolicy.caught();
                     continue;
                 }
+                if (handledSinceTick) {
+                    // what was just handled may have started a deadline (or ended the last): decide the wait on it
+                    lastTick = now;
+                    tickAndSetAwait(now);
+                }
                 cq.requestNotification();
                 if (pollOnce(batch, 1) > 0) {
                     // arrived before the arming: handled now; the armed event wakes a later wait
@@ -315,11 +343,11 @@ final class CompletionLoop implements Runnable {
                 }
                 boolean woken = block();
                 while (!woken && running) {
-                    // the timeout: the channel is still armed (no event came), so look at the deadlines, poll once
-                    // (a failed queue shows there) and wait again without arming anew
+                    // the timeout or a wake-up: the channel is still armed (no event came), so look at the
+                    // deadlines, poll once (a failed queue shows there) and wait again without arming anew
                     lastTick = System.nanoTime();
                     spinPolicy.missed(lastTick - idleSince, false);
-                    awaitMillis = tick(lastTick) ? AWAIT_MILLIS : Math.min(MAX_AWAIT_MILLIS, awaitMillis * 2);
+                    tickAndSetAwait(lastTick);
                     if (pollOnce(batch, 1) > 0) {
                         woken = true; // its event, already raised, ends a later wait at once
                         break;
@@ -366,7 +394,14 @@ final class CompletionLoop implements Runnable {
         return n;
     }
 
-    /** Waits on the armed completion channel; true when a completion woke it, false on the timeout. */
+    /** Ticks every channel and bounds the next blocking wait by whether any has a deadline running. */
+    private void tickAndSetAwait(long now) {
+        tickRequested = false; // before the tick: a wake() during it ticks again
+        handledSinceTick = false;
+        awaitMillis = tick(now) ? AWAIT_MILLIS : IDLE_AWAIT_MILLIS;
+    }
+
+    /** Waits on the armed completion channel; true when a completion woke it, false on the timeout or a wake(). */
     private boolean block() throws FabricException {
         blocks++;
         blocked = true;
@@ -448,6 +483,7 @@ final class CompletionLoop implements Runnable {
             emptyPolls++;
             return 0;
         }
+        handledSinceTick = true;
         int touchedCount = 0;
         SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {

@@ -23,10 +23,16 @@ public interface CompletionQueue extends AutoCloseable {
     void requestNotification() throws FabricException;
 
     /**
-     * Waits up to {@code timeoutMillis} for the armed notification and consumes it. Returns false on timeout,
-     * so a loop can always notice that it should stop.
+     * Waits up to {@code timeoutMillis} (negative: without a timeout) for the armed notification and consumes it.
+     * Returns false on the timeout or when {@link #wakeUp} ended the wait.
      */
     boolean awaitNotification(long timeoutMillis) throws FabricException;
+
+    /**
+     * Ends the poller's current {@link #awaitNotification} early, or its next one when it is not waiting now (a
+     * wake-up is never lost between deciding to wait and waiting). Safe from any thread, and a no-op after close.
+     */
+    void wakeUp();
 
     @Override
     void close();

@@ -10,7 +10,7 @@ package dev.artemisrdma.transport;
  * @param spinHits     of those, how many found a completion while spinning (a wake-up saved)
  * @param spinNanos    time spent busy-polling while idle
  * @param blocks       times a loop armed its completion channel and blocked
- * @param wakeUps      of those, how many a completion ended (the others: the periodic timeout)
+ * @param wakeUps      of those, how many a completion ended (the others: a timeout, or a wake() for a deadline)
  * @param blockedNanos time spent blocked
  * @param cpuNanos     CPU time of the loop threads (user and system; -1 when the JVM cannot measure thread CPU)
  * @param budgetExhaustedPeriods periods of 100 ms in which the loops used up their spin budget (one core's

@@ -651,8 +651,10 @@ final class RdmaChannelImpl implements RdmaChannel {
                 closeDeadline = System.nanoTime() + config.closeTimeout().toNanos();
                 if (state == ChannelState.OPEN) {
                     beginOrderlyCloseLocked();
+                } else if (loop != null) {
+                    loop.wake(); // CONNECTING: established() or the connect's failure completes the close, or the
+                                 // deadline, which the loop's tick watches from now on
                 }
-                // CONNECTING: established() or the connect's failure completes the close, or the deadline (tick)
             }
         } finally {
             lock.unlock();
@@ -668,6 +670,8 @@ final class RdmaChannelImpl implements RdmaChannel {
             closeRequested = true;
             if (state.compareTo(ChannelState.CLOSING) <= 0 && qp != null) {
                 beginDisconnectLocked(null);
+            } else if (loop != null) {
+                loop.wake(); // not connected yet: the loop's tick watches the close from now on
             }
         } finally {
             lock.unlock();
@@ -758,8 +762,16 @@ final class RdmaChannelImpl implements RdmaChannel {
         return "RdmaChannel[" + id + " " + describe(local) + " -> " + describe(remote) + " " + state + "]";
     }
 
+    /**
+     * Every state but OPEN has a deadline the loop's tick watches: a change made on another thread (a close, a
+     * failure, a disconnect event) wakes the loop, which may be blocked without a timeout.
+     */
     private void moveTo(ChannelState next) {
         state = state.moveTo(next, id);
+        CompletionLoop l = loop;
+        if (l != null && !l.isLoopThread()) {
+            l.wake();
+        }
     }
 
     /** Sends before the connection is established wait in the outbox; a failed post fails the channel. */

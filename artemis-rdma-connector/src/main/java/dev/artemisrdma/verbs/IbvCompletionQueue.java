@@ -2,8 +2,9 @@ package dev.artemisrdma.verbs;
 
 /**
  * A completion queue with a completion channel of its own (non-blocking fd), shareable by many queue pairs on
- * the same device. One thread polls it. Waiting is bounded: arm, then wait on the channel with a timeout.
- * Channel events are acknowledged in batches, as ibv_get_cq_event(3) recommends.
+ * the same device. One thread polls it. Waiting: arm, then wait on the channel, with a timeout or none; another
+ * thread can end a wait early with {@link #wakeUp} (an eventfd polled beside the channel). Channel events are
+ * acknowledged in batches, as ibv_get_cq_event(3) recommends.
  */
 public final class IbvCompletionQueue implements AutoCloseable {
 
@@ -14,7 +15,8 @@ public final class IbvCompletionQueue implements AutoCloseable {
     private final int channelFd;
     private final long cq;
     private final int capacity;
-    private final NativeStruct pollFd = new NativeStruct(8);
+    private final NativeStruct pollFds = new NativeStruct(16);
+    private final EventFd wake;
     private final NativeStruct eventCq = new NativeStruct(8);
     private final NativeStruct eventContext = new NativeStruct(8);
     private int unackedEvents;
@@ -41,12 +43,16 @@ public final class IbvCompletionQueue implements AutoCloseable {
         this.cq = created;
         this.capacity = NativeStruct.readInt(created, Abi.CQ_CQE);
         this.channelFd = NativeStruct.readInt(ch, Abi.COMP_CHANNEL_FD);
+        EventFd created2 = null;
         try {
             FileDescriptors.setNonBlocking(channelFd, "completion channel");
+            created2 = new EventFd("a completion queue on " + device.name());
         } catch (VerbsException e) {
+            this.wake = null;
             close();
             throw e;
         }
+        this.wake = created2;
     }
 
     public RdmaDevice device() {
@@ -101,10 +107,17 @@ public final class IbvCompletionQueue implements AutoCloseable {
         }
     }
 
-    /** Waits up to {@code timeoutMillis} for the armed event and consumes it; false on timeout. */
+    /**
+     * Waits up to {@code timeoutMillis} (negative: without a timeout) for the armed event and consumes it; false on
+     * the timeout or when {@link #wakeUp} ended the wait (a wake-up that came before the wait ends it at once).
+     */
     public boolean awaitNotification(int timeoutMillis) throws VerbsException {
         checkOpen();
-        if (!FileDescriptors.awaitReadable(pollFd, channelFd, timeoutMillis)) {
+        int ready = FileDescriptors.awaitEither(pollFds, channelFd, wake.fd(), timeoutMillis);
+        if ((ready & FileDescriptors.SECOND) != 0) {
+            wake.drain();
+        }
+        if ((ready & FileDescriptors.FIRST) == 0) {
             return false;
         }
         if (IbVerbs.ibv_get_cq_event(channel, eventCq.address(), eventContext.address()) != 0) {
@@ -119,6 +132,14 @@ public final class IbvCompletionQueue implements AutoCloseable {
             unackedEvents = 0;
         }
         return true;
+    }
+
+    /** Ends the poller's current or next {@link #awaitNotification} early; any thread, also after close. */
+    public void wakeUp() {
+        EventFd w = wake;
+        if (w != null) {
+            w.signal();
+        }
     }
 
     private void checkOpen() throws VerbsException {
@@ -151,7 +172,10 @@ public final class IbvCompletionQueue implements AutoCloseable {
             org.slf4j.LoggerFactory.getLogger(IbvCompletionQueue.class).warn(
                     "ibv_destroy_comp_channel failed on {}: {}", device.name(), Errno.describe(rc));
         }
-        pollFd.close();
+        if (wake != null) {
+            wake.close();
+        }
+        pollFds.close();
         eventCq.close();
         eventContext.close();
     }

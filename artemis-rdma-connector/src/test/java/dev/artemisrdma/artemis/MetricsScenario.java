@@ -101,6 +101,10 @@ public final class MetricsScenario {
                     assertTrue(value(during, "artemis_rdma_connections", ACCEPTOR) >= 1, during);
                     assertTrue(value(during, "artemis_rdma_registered_memory_bytes", ACCEPTOR) > 0, during);
                     assertTrue(value(during, "artemis_rdma_send_pool_bytes", ACCEPTOR) > 0, during);
+                    // the acceptor's connections take their receives from the loop's shared pool (the default)
+                    assertTrue(value(during, "artemis_rdma_shared_receive_pool_bytes", ACCEPTOR) > 0, during);
+                    assertTrue(value(during, "artemis_rdma_shared_receive_pools", ACCEPTOR) >= 1, during);
+                    assertTrue(value(during, "artemis_rdma_loop_spin_budget_exhausted_total", ACCEPTOR) >= 0, during);
                     // the loop that carried the traffic, and the CPU its thread used
                     assertTrue(value(during, "artemis_rdma_loops", ACCEPTOR) >= 1, during);
                     assertTrue(value(during, "artemis_rdma_loop_blocks_total", ACCEPTOR) >= 1, during);

@@ -1006,6 +1006,7 @@ public final class FakeFabric implements Fabric {
         final AtomicBoolean polling = new AtomicBoolean();
         boolean armed;
         boolean notified;
+        boolean wakeRequested;
         boolean overrun;
         boolean closed;
         Throwable pollFailure;
@@ -1064,6 +1065,17 @@ public final class FakeFabric implements Fabric {
         }
 
         @Override
+        public void wakeUp() {
+            lock.lock();
+            try {
+                wakeRequested = true;
+                signal.signalAll();
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        @Override
         public void requestNotification() throws FabricException {
             lock.lock();
             try {
@@ -1080,13 +1092,24 @@ public final class FakeFabric implements Fabric {
         public boolean awaitNotification(long timeoutMillis) throws FabricException {
             lock.lock();
             try {
-                long left = TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
-                while (!notified && !closed && !overrun) {
+                long left = timeoutMillis < 0 ? Long.MAX_VALUE : TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+                // a poll failure set by the test ends the wait like an async error event would (on verbs the QPs of a
+                // failed queue raise QP_FATAL, whose channel failures wake the loop): the loop then polls and sees it
+                while (!notified && !closed && !overrun && !wakeRequested && pollFailure == null) {
                     if (left <= 0) {
                         return false;
                     }
-                    left = signal.awaitNanos(left);
+                    if (timeoutMillis < 0) {
+                        signal.await();
+                    } else {
+                        left = signal.awaitNanos(left);
+                    }
                 }
+                if (!notified && !closed && !overrun) {
+                    wakeRequested = false; // like the eventfd: one read clears every wake-up pending
+                    return false;
+                }
+                wakeRequested = false;
                 if (closed) {
                     throw new FabricException("ibv_get_cq_event: completion queue destroyed");
                 }

@@ -256,10 +256,15 @@ final class VerbsDevice implements FabricDevice {
         @Override
         public boolean awaitNotification(long timeoutMillis) throws FabricException {
             try {
-                return cq.awaitNotification((int) Math.min(Integer.MAX_VALUE, Math.max(0, timeoutMillis)));
+                return cq.awaitNotification(timeoutMillis < 0 ? -1 : (int) Math.min(Integer.MAX_VALUE, timeoutMillis));
             } catch (VerbsException e) {
                 throw new FabricException(e.getMessage(), e);
             }
+        }
+
+        @Override
+        public void wakeUp() {
+            cq.wakeUp();
         }
 
         @Override
