@@ -25,10 +25,15 @@ import dev.artemisrdma.transport.TransportConfig;
  * need, the broker's CPU over a window with every connection idle (from /proc), its busiest threads, and whether
  * {@code rdma resource show} returned to its baseline once everything closed.
  *
+ * <p>Then, unless {@code TRANSPORTS} leaves out {@code tcp}, the same connections, round and idle window over Artemis's
+ * own Netty TCP acceptor of the same broker: what Artemis itself costs with that many idle connections (its pings,
+ * its connection checks), measured in the same boot, the baseline for the idle figure.
+ *
  * <p>Arguments: [connections (1000)] [client JVMs (4)] [messages per connection in the round (10)]. Environment:
- * {@code ACCEPTOR_PARAMS}, {@code CLIENT_PARAMS} (key=value;...), {@code IDLE_SECONDS} (30), {@code
- * BASELINE_CLASSES} (a class folder put first on the broker's class path for a second pass, e.g. the connector as
- * built before a change: both passes run in this boot, this build first; each pass prints as it ends).
+ * {@code ACCEPTOR_PARAMS}, {@code CLIENT_PARAMS} (key=value;...), {@code IDLE_SECONDS} (30), {@code SETTLE_SECONDS}
+ * (20, between the round and the idle window), {@code TRANSPORTS} ("rdma tcp"), {@code BASELINE_CLASSES} (a class
+ * folder put first on the broker's class path for a second RDMA pass, e.g. the connector as built before a change:
+ * all passes run in this boot, this build first; each pass prints as it ends).
  */
 public final class ScaleBenchmark {
 
@@ -37,7 +42,7 @@ public final class ScaleBenchmark {
     private ScaleBenchmark() {
     }
 
-    record Pass(String name, int connections, double connectSeconds, String round, Map<String, Long> brokerIdle,
+    record Pass(String name, boolean tcp, int connections, double connectSeconds, String round, Map<String, Long> brokerIdle,
                 Map<String, Long> brokerAfterRound, double cpuPercent, double loopCpuPercent,
                 double loopCpuMBeanPercent, long wakeUps,
                 long spins, long blocks, List<String> busiest, double idleSeconds) {
@@ -50,6 +55,8 @@ public final class ScaleBenchmark {
         String acceptorParams = System.getenv().getOrDefault("ACCEPTOR_PARAMS", "");
         String clientParams = System.getenv().getOrDefault("CLIENT_PARAMS", "");
         int idleSeconds = Integer.parseInt(System.getenv().getOrDefault("IDLE_SECONDS", "30"));
+        int settleSeconds = Integer.parseInt(System.getenv().getOrDefault("SETTLE_SECONDS", "20"));
+        List<String> transports = List.of(System.getenv().getOrDefault("TRANSPORTS", "rdma tcp").trim().split("\\s+"));
         String baseline = System.getenv().getOrDefault("BASELINE_CLASSES", "");
         String host = System.getenv().getOrDefault("RDMA_LAB_ADDR0", "10.77.0.1");
 
@@ -58,9 +65,14 @@ public final class ScaleBenchmark {
         List<Pass> passes = new ArrayList<>();
         List<String> failures = new ArrayList<>();
         List<String[]> variants = new ArrayList<>();
-        variants.add(new String[] {"this build", null});
-        if (!baseline.isEmpty()) {
-            variants.add(new String[] {"baseline (" + baseline + ")", baseline});
+        if (transports.contains("rdma")) {
+            variants.add(new String[] {"RDMA, this build", null, "rdma"});
+            if (!baseline.isEmpty()) {
+                variants.add(new String[] {"RDMA, baseline (" + baseline + ")", baseline, "rdma"});
+            }
+        }
+        if (transports.contains("tcp")) {
+            variants.add(new String[] {"Netty TCP (Artemis's own acceptor, same broker build)", null, "tcp"});
         }
         StringBuilder out = new StringBuilder();
         line(out, "");
@@ -70,20 +82,33 @@ public final class ScaleBenchmark {
         long perConnectionNeed = (long) connections * acceptor.receiveSlots() * acceptor.slotSize();
         int port = 61900;
         for (String[] v : variants) {
-            Pass p = pass(v[0], v[1], host, port++, connections, jvms, roundMessages, acceptorParams, clientParams,
-                    idleSeconds);
+            boolean tcp = v[2].equals("tcp");
+            Pass p = pass(v[0], tcp, v[1], host, port++, connections, jvms, roundMessages, acceptorParams,
+                    clientParams, idleSeconds, settleSeconds);
             passes.add(p);
             line(out, "-- %s", p.name);
             line(out, "connected:        %d connections in %.1f s, each sent and received a 1 KiB message; round: %s",
                     p.connections, p.connectSeconds, p.round);
             Map<String, Long> s = p.brokerIdle;
+            if (tcp) {
+                line(out, "broker CPU, %.0f s with all %d connections idle: %.2f %% of one core (Artemis's pings and "
+                        + "checks, Netty's event loops)", p.idleSeconds, p.connections, p.cpuPercent);
+                line(out, "busiest broker threads in that window (CPU %% of one core): %s",
+                        String.join(", ", p.busiest));
+                if (s.get("serverConnections") != connections) {
+                    failures.add(p.name + ": the broker counted " + s.get("serverConnections") + " connections, not "
+                            + connections);
+                }
+                continue;
+            }
             line(out, "broker counters:  connections %d, accepted %d, refused %d, rnrRetryErrors %d, completionErrors %d,"
                     + " creditStalls %d", s.get("connections"), s.get("accepted"), s.get("refused"),
                     s.get("rnrRetryErrors"), s.get("completionErrors"), s.get("creditStalls"));
-            line(out, "registered memory of the broker: connections %.1f MiB + send pool %.1f MiB; per-connection "
-                    + "receive queues need %d x %d slots x %d B = %.1f MiB (%.0f KiB per connection registered)",
-                    mib(s.get("registeredBytes")), mib(s.get("sendPoolBytes")), connections, acceptor.receiveSlots(),
-                    acceptor.slotSize(), mib(perConnectionNeed),
+            line(out, "registered memory of the broker: connections %.1f MiB (receives: %d shared pools, %.1f MiB; the "
+                    + "rest send headers) + send pool %.1f MiB; per-connection receive queues need %d x %d slots x %d B "
+                    + "= %.1f MiB (%.0f KiB per connection registered)", mib(s.get("registeredBytes")),
+                    s.get("sharedPools"), mib(s.get("sharedPoolBytes")), mib(s.get("sendPoolBytes")), connections,
+                    acceptor.receiveSlots(), acceptor.slotSize(), mib(perConnectionNeed),
                     s.get("registeredBytes") / 1024.0 / Math.max(1, s.get("connections")));
             line(out, "broker CPU, %.0f s with all %d connections idle: %.2f %% of one core; completion loop threads "
                     + "%.2f %% (/proc; LoopCpuNanos says %.2f %%; %d loops; %.1f wake-ups/s, %.1f spins/s, %.1f "
@@ -98,6 +123,13 @@ public final class ScaleBenchmark {
             if (s.get("rnrRetryErrors") != 0 || s.get("completionErrors") != 0) {
                 failures.add(p.name + ": completion errors at the broker: " + s);
             }
+        }
+        Pass rdmaPass = passes.stream().filter(x -> !x.tcp).findFirst().orElse(null);
+        Pass tcpPass = passes.stream().filter(x -> x.tcp).findFirst().orElse(null);
+        if (rdmaPass != null && tcpPass != null) {
+            line(out, "idle broker CPU with %d connections: RDMA %.2f %%, Netty TCP %.2f %% of one core (RDMA/TCP %.2f)",
+                    connections, rdmaPass.cpuPercent, tcpPass.cpuPercent,
+                    rdmaPass.cpuPercent / Math.max(0.001, tcpPass.cpuPercent));
         }
         Map<String, Long> countersAfter = rxeCounters();
         RdmaResources resourcesAfter = RdmaResources.awaitEqual(resourcesBefore, 60_000);
@@ -134,16 +166,22 @@ public final class ScaleBenchmark {
         System.exit(failures.isEmpty() ? 0 : 1);
     }
 
-    private static Pass pass(String name, String classPrefix, String host, int port, int connections, int jvms,
-                             int roundMessages, String acceptorParams, String clientParams, int idleSeconds)
-            throws Exception {
+    private static Pass pass(String name, boolean tcp, String classPrefix, String host, int port, int connections,
+                             int jvms, int roundMessages, String acceptorParams, String clientParams,
+                             int idleSeconds, int settleSeconds) throws Exception {
         System.out.println("scale-bench: pass '" + name + "': starting the broker");
         List<ChildJvm> clients = new ArrayList<>();
+        int tcpPort = port + 100;
+        List<String> brokerArgs = new ArrayList<>(List.of(host, Integer.toString(port), acceptorParams));
+        if (tcp) {
+            brokerArgs.add(Integer.toString(tcpPort));
+        }
         try (ChildJvm broker = ChildJvm.start("scale-broker-" + port, ScaleBrokerMain.class, classPrefix,
-                List.of("-Xmx1g"), host, Integer.toString(port), acceptorParams)) {
+                List.of("-Xmx1g"), brokerArgs.toArray(String[]::new))) {
             broker.await("READY", 300);
             long start = System.nanoTime();
-            String url = "rdma://" + host + ":" + port + ScaleParams.query(clientParams);
+            String url = tcp ? "tcp://" + host + ":" + tcpPort
+                    : "rdma://" + host + ":" + port + ScaleParams.query(clientParams);
             int left = connections;
             for (int j = 0; j < jvms; j++) {
                 int count = left / (jvms - j);
@@ -170,7 +208,7 @@ public final class ScaleBenchmark {
             String round = String.format(Locale.ROOT, "%d messages of 1 KiB each way in %.1f s, all connections at "
                     + "once", roundMessagesTotal, (System.nanoTime() - roundStart) / 1e9);
             Map<String, Long> afterRound = stats(broker);
-            Thread.sleep(10_000); // settle: the round's last acknowledgements, JIT, GC
+            Thread.sleep(settleSeconds * 1000L); // settle: the round's last acknowledgements, JIT, GC
             Map<String, Long> s0 = stats(broker);
             Map<Long, long[]> threads0 = threadTicks(broker.pid());
             long ticks0 = processTicks(broker.pid());
@@ -197,7 +235,7 @@ public final class ScaleBenchmark {
             broker.send("exit");
             broker.await("STOPPED", 120);
             broker.awaitExit(60);
-            return new Pass(name, connections, connectSeconds, round, s1, afterRound, cpu, loopCpu, loopCpuMBean,
+            return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, cpu, loopCpu, loopCpuMBean,
                     s1.get("loopWakeUps") - s0.get("loopWakeUps"), s1.get("loopSpins") - s0.get("loopSpins"),
                     s1.get("loopBlocks") - s0.get("loopBlocks"), busiest, elapsed);
         } finally {

@@ -17,17 +17,19 @@ import dev.artemisrdma.artemis.RdmaTransportMetricsMXBean;
 import dev.artemisrdma.it.artemis.LabBroker;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.core.config.impl.ConfigurationImpl;
+import org.apache.activemq.artemis.core.remoting.impl.netty.NettyAcceptorFactory;
 import org.apache.activemq.artemis.core.server.ActiveMQServer;
 import org.apache.activemq.artemis.core.server.impl.ActiveMQServerImpl;
 import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager;
 
 /**
- * The scale benchmark's broker: non-persistent, one RDMA acceptor with the given parameters, JMX on so that the
- * acceptor's transport counters ({@link RdmaTransportMetricsMXBean}) can be read. Commands on stdin: {@code stats}
- * prints one {@code STATS key=value...} line, {@code exit} stops the broker and the JVM.
+ * The scale benchmark's broker: non-persistent, one RDMA acceptor with the given parameters (and a Netty TCP
+ * acceptor for the baseline pass), JMX on so that the acceptor's transport counters
+ * ({@link RdmaTransportMetricsMXBean}) can be read. Commands on stdin: {@code stats} prints one
+ * {@code STATS key=value...} line, {@code exit} stops the broker and the JVM.
  *
- * <p>Arguments: host port params (the acceptor's parameters, {@code key=value} separated by {@code ;} or {@code &},
- * may be empty).
+ * <p>Arguments: host port params [tcpPort] (params: the RDMA acceptor's parameters, {@code key=value} separated by
+ * {@code ;} or {@code &}, may be empty; tcpPort: also listen with Netty TCP there).
  */
 public final class ScaleBrokerMain {
 
@@ -45,6 +47,10 @@ public final class ScaleBrokerMain {
         config.setName("scale-broker");
         config.addAcceptorConfiguration(new TransportConfiguration(RdmaAcceptorFactory.class.getName(), params,
                 "rdma"));
+        if (args.length > 3) {
+            config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(),
+                    Map.of("host", args[0], "port", Integer.parseInt(args[3]), "protocols", "CORE"), "tcp"));
+        }
         ActiveMQServer server = new ActiveMQServerImpl(config, new ActiveMQJAASSecurityManager());
         server.start();
         ObjectName metrics = metrics();
@@ -54,7 +60,7 @@ public final class ScaleBrokerMain {
         String line;
         while ((line = in.readLine()) != null) {
             if (line.equals("stats")) {
-                System.out.println(stats(metrics));
+                System.out.println(stats(metrics) + " serverConnections=" + server.getConnectionCount());
             } else if (line.equals("exit")) {
                 break;
             }
@@ -98,6 +104,7 @@ public final class ScaleBrokerMain {
     private static final String[][] ATTRIBUTES = {
         {"connections", "Connections"}, {"accepted", "ConnectionsAccepted"}, {"refused", "ConnectionsRefused"},
         {"registeredBytes", "RegisteredMemoryBytes"}, {"sendPoolBytes", "SendPoolBytes"},
+        {"sharedPoolBytes", "SharedReceivePoolBytes"}, {"sharedPools", "SharedReceivePools"},
         {"framesSent", "FramesSent"}, {"framesReceived", "FramesReceived"}, {"rnrRetryErrors", "RnrRetryErrors"},
         {"completionErrors", "CompletionErrors"}, {"creditStalls", "CreditStalls"}, {"loops", "Loops"},
         {"loopCpuNanos", "LoopCpuNanos"}, {"loopSpins", "LoopSpins"}, {"loopSpinHits", "LoopSpinHits"},

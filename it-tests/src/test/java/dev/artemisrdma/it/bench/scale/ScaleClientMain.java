@@ -20,8 +20,8 @@ import jakarta.jms.Session;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 
 /**
- * One client JVM of the scale benchmark: opens {@code count} JMS connections over RDMA (each its own RDMA
- * connection, session, queue, producer and consumer), and sends and receives one 1 KiB message on each as it opens;
+ * One client JVM of the scale benchmark: opens {@code count} JMS connections over RDMA, or over Netty TCP for a
+ * {@code tcp://} URL (each its own connection, session, queue, producer and consumer), and sends and receives one 1 KiB message on each as it opens;
  * prints {@code CONNECTED n}. Then on stdin: {@code round M} sends M messages on every connection at once (from
  * several threads) and receives them, printing {@code ROUND sent=... received=...}; {@code close} closes every
  * connection and exits. Any failure prints {@code FAILED reason} and exits 1.
@@ -51,7 +51,9 @@ public final class ScaleClientMain {
     }
 
     private static void run(String url, int count, String name, int threads) throws Exception {
-        ActiveMQConnectionFactory cf = RdmaConnectionFactories.create(url);
+        // tcp://: the Netty TCP baseline pass, through Artemis's own factory
+        ActiveMQConnectionFactory cf = url.startsWith("tcp://") ? new ActiveMQConnectionFactory(url)
+                : RdmaConnectionFactories.create(url);
         ExecutorService pool = Executors.newFixedThreadPool(threads);
         List<Conn> conns = new ArrayList<>();
         List<Future<Conn>> opening = new ArrayList<>();
