@@ -106,6 +106,12 @@ public final class Handshake {
         return b.array();
     }
 
+    /** Whether {@code data} is a reject of this protocol (with a reason of ours), not a fabric's own. */
+    public static boolean isOurReject(byte[] data) {
+        return data != null && data.length >= 12 && ByteBuffer.wrap(data).getInt(0) == MAGIC
+                && ByteBuffer.wrap(data).getShort(6) == KIND_REJECT;
+    }
+
     /** The reason in a reject's private data, or a description of what came when it is not ours. */
     public static String decodeReject(byte[] data) {
         if (data == null || data.length == 0) {

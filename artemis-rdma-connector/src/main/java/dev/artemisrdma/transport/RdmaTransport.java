@@ -154,7 +154,9 @@ public final class RdmaTransport implements AutoCloseable {
             qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
         } catch (ConnectionRejectedException e) {
             String reason = Handshake.decodeReject(e.rejectData());
-            FabricException why = new FabricException("rejected by " + describe(remote) + ": " + reason, e);
+            // not one of ours (no listener, or not our protocol there): the fabric's own words say more
+            FabricException why = new FabricException(Handshake.isOurReject(e.rejectData())
+                    ? "rejected by " + describe(remote) + ": " + reason : e.getMessage() + ": " + reason, e);
             ch.abortUnestablished(why, false);
             // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());

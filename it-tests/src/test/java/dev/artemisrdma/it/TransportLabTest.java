@@ -212,6 +212,18 @@ class TransportLabTest {
     }
 
     @Test
+    void aConnectToAPortNobodyListensOnSaysSo() throws Exception {
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport transport = RdmaTransport.create(fabric, strict(16, 4096))) {
+            FabricException refused = assertThrows(FabricException.class, () -> transport.connect(
+                    Lab.address(Lab.addr1(), Lab.freshPort()), new Recorder()));
+            System.out.println("no listener: " + refused.getMessage());
+            // rxe answers with reject reason 28 and 148 zero bytes of private data, not with a reason of ours
+            assertTrue(refused.getMessage().contains("nobody listens on that RDMA port"), refused.getMessage());
+        }
+    }
+
+    @Test
     void aPeerThatIsNotOursIsRejectedWithAReasonAndTheListenerKeepsServing() throws Exception {
         try (VerbsFabric fabric = new VerbsFabric();
              RdmaTransport transport = RdmaTransport.create(fabric, strict(16, 4096))) {

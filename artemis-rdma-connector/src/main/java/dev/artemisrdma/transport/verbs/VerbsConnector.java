@@ -163,9 +163,7 @@ final class VerbsConnector {
                     result.complete(qp);
                 }
                 case REJECTED -> fail(new ConnectionRejectedException("connection to " + target()
-                        + " was rejected" + (event.privateData().length == 0 ? " (no listener on that port, or the "
-                        + "peer refused without a reason; status " + event.status() + ")" : ""), remote,
-                        event.privateData()));
+                        + " was rejected" + rejectHint(event), remote, event.privateData()));
                 case ADDR_ERROR -> fail(noRoute("RDMA_CM_EVENT_ADDR_ERROR, status " + event.status()
                         + (event.status() < 0 ? " " + Errno.describe(-event.status()) : "")));
                 case ROUTE_ERROR -> fail(new FabricException("no route to " + target()
@@ -195,5 +193,25 @@ final class VerbsConnector {
 
     private void fail(FabricException e) {
         result.completeExceptionally(e);
+    }
+
+    /** IB CM reject reason 28: no listener for the service id (rdma_cm's port) at the peer. */
+    private static final int REJ_INVALID_SERVICE_ID = 28;
+    /** IB CM reject reason 8: the peer's application refused (our reason is in the private data). */
+    private static final int REJ_CONSUMER_DEFINED = 8;
+
+    /**
+     * What the reject's status says when the peer's application gave no reason of ours: rxe and most HCAs answer a
+     * request for a port nobody listens on with reason 28 and a zero-filled private data area of 148 bytes.
+     */
+    private static String rejectHint(CmEvent event) {
+        if (event.status() == REJ_INVALID_SERVICE_ID) {
+            return " (nobody listens on that RDMA port: the peer's connection manager answered IB_CM_REJ_INVALID_"
+                    + "SERVICE_ID, status 28; check that the RDMA acceptor is started on that address and port)";
+        }
+        if (event.status() == REJ_CONSUMER_DEFINED) {
+            return "";
+        }
+        return " (reject status " + event.status() + ")";
     }
 }
