@@ -89,8 +89,8 @@ final class CompletionLoop implements Runnable {
     private long awaitMillis = AWAIT_MILLIS;
     /** Set by {@link #wake}: the loop ticks its channels before it waits again. */
     private volatile boolean tickRequested;
-    /** Completions were handled since the last tick, which may have started a deadline (loop thread only). */
-    private boolean handledSinceTick;
+    /** A channel's batch left it with a deadline running since the last tick (loop thread only). */
+    private boolean deadlineSeen;
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -330,10 +330,11 @@ final class CompletionLoop implements Runnable {
                     spinPolicy.caught();
                     continue;
                 }
-                if (handledSinceTick) {
-                    // what was just handled may have started a deadline (or ended the last): decide the wait on it
-                    lastTick = now;
-                    tickAndSetAwait(now);
+                if (deadlineSeen) {
+                    // what was just handled started a deadline (or one still runs): the short wait, whose timeout
+                    // ticks every channel; an idle loop's handled traffic (a ping) costs no tick of them all
+                    deadlineSeen = false;
+                    awaitMillis = AWAIT_MILLIS;
                 }
                 cq.requestNotification();
                 if (pollOnce(batch, 1) > 0) {
@@ -397,7 +398,7 @@ final class CompletionLoop implements Runnable {
     /** Ticks every channel and bounds the next blocking wait by whether any has a deadline running. */
     private void tickAndSetAwait(long now) {
         tickRequested = false; // before the tick: a wake() during it ticks again
-        handledSinceTick = false;
+        deadlineSeen = false;
         awaitMillis = tick(now) ? AWAIT_MILLIS : IDLE_AWAIT_MILLIS;
     }
 
@@ -483,7 +484,6 @@ final class CompletionLoop implements Runnable {
             emptyPolls++;
             return 0;
         }
-        handledSinceTick = true;
         int touchedCount = 0;
         SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {
@@ -536,8 +536,9 @@ final class CompletionLoop implements Runnable {
             touched[i] = null;
             ch.touched = false;
             try {
-                ch.endOfBatch();
+                deadlineSeen |= ch.endOfBatch();
             } catch (RuntimeException e) {
+                deadlineSeen = true;
                 LOG.error("{}: channel {} failed to process completions", name, ch.id(), e);
             }
         }

@@ -814,10 +814,12 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /** Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. */
-    void endOfBatch() {
+    /** Applies the batch; returns whether a deadline runs now (see {@link #deadlineRunningLocked}). */
+    boolean endOfBatch() {
         boolean delivered = receive.batchDelivered();
         boolean notifyWritable;
         boolean notifyClosed;
+        boolean deadline;
         lock.lock();
         try {
             receivesOutstanding -= receive.batchReceived();
@@ -838,11 +840,21 @@ final class RdmaChannelImpl implements RdmaChannel {
             progressLocked();
             notifyWritable = send.takeWritableOwed(!state.tearingDown());
             notifyClosed = state == ChannelState.CLOSED && !closedNotified;
+            deadline = deadlineRunningLocked();
         } finally {
             lock.unlock();
             receive.resetBatch();
         }
         callbacks(delivered, notifyWritable, notifyClosed);
+        return deadline;
+    }
+
+    /**
+     * Whether the loop must tick this channel soon: it is not simply open (connecting, closing, draining, released),
+     * a close was asked for, frames wait in the outbox, or a frame is half reassembled.
+     */
+    private boolean deadlineRunningLocked() {
+        return state != ChannelState.OPEN || closeRequested || !send.outboxEmpty() || receive.reassembling();
     }
 
     private void applyBatchOutcomeLocked() {
@@ -935,7 +947,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             progressLocked(now);
             notifyWritable = send.takeWritableOwed(!state.tearingDown());
             notifyClosed = state == ChannelState.CLOSED && !closedNotified;
-            pending = state != ChannelState.OPEN || closeRequested || !send.outboxEmpty() || receive.reassembling();
+            pending = deadlineRunningLocked();
         } finally {
             lock.unlock();
         }
