@@ -169,31 +169,7 @@ class FaultsLabTest {
 
         /** A fresh connection carries frames (retried while rxe1 comes back). */
         long connectAgain(long boundMillis) throws Exception {
-            long start = System.nanoTime();
-            long deadline = start + TimeUnit.MILLISECONDS.toNanos(boundMillis);
-            FabricException last = null;
-            while (System.nanoTime() < deadline) {
-                Side s = new Side();
-                try {
-                    RdmaChannel c = clientTransport.connect(server.localAddress(), s);
-                    c.write(ByteBuffer.wrap(new byte[] {1, 2, 3}), true);
-                    long frameDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-                    while (serverTransport.channelCount() == 0 && System.nanoTime() < frameDeadline) {
-                        Thread.sleep(5);
-                    }
-                    c.close();
-                    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-                } catch (FabricException e) {
-                    if (last == null || !String.valueOf(last.getMessage()).equals(e.getMessage())) {
-                        System.out.println("FaultsLabTest: connecting again after "
-                                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms: " + e.getMessage()
-                                + "; gids " + gids());
-                    }
-                    last = e;
-                    Thread.sleep(200);
-                }
-            }
-            throw new AssertionError("no new connection within " + boundMillis + " ms; last: " + last, last);
+            return FaultsLabTest.connectAgain(clientTransport, serverTransport, server, boundMillis);
         }
 
         @Override
@@ -202,6 +178,36 @@ class FaultsLabTest {
             serverTransport.close();
             fabric.close();
         }
+    }
+
+    /** A fresh connection to {@code server} carries a frame (retried while rxe1 comes back). */
+    private static long connectAgain(RdmaTransport clientTransport, RdmaTransport serverTransport, RdmaServer server,
+                                     long boundMillis) throws Exception {
+        long start = System.nanoTime();
+        long deadline = start + TimeUnit.MILLISECONDS.toNanos(boundMillis);
+        FabricException last = null;
+        while (System.nanoTime() < deadline) {
+            Side s = new Side();
+            try {
+                RdmaChannel c = clientTransport.connect(server.localAddress(), s);
+                c.write(ByteBuffer.wrap(new byte[] {1, 2, 3}), true);
+                long frameDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (serverTransport.channelCount() == 0 && System.nanoTime() < frameDeadline) {
+                    Thread.sleep(5);
+                }
+                c.close();
+                return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            } catch (FabricException e) {
+                if (last == null || !String.valueOf(last.getMessage()).equals(e.getMessage())) {
+                    System.out.println("FaultsLabTest: connecting again after "
+                            + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms: " + e.getMessage()
+                            + "; gids " + gids());
+                }
+                last = e;
+                Thread.sleep(200);
+            }
+        }
+        throw new AssertionError("no new connection within " + boundMillis + " ms; last: " + last, last);
     }
 
     // --------------------------------------------------------------------------------------------- tests
@@ -223,6 +229,7 @@ class FaultsLabTest {
     @Order(2)
     void portDownFailsConnectionsPromptlyAndAfterUpANewConnectionWorks() throws Exception {
         try {
+            RdmaResources before = RdmaResources.now();
             try (Setup s = new Setup(2, 2)) {
                 long start = System.nanoTime();
                 sh("ip", "link", "set", NETDEV, "down");
@@ -235,12 +242,29 @@ class FaultsLabTest {
                 assertCauses(causes, "port 1 of RDMA device " + DEVICE + " went down (IBV_EVENT_PORT_ERR)", 2,
                         "IBV_EVENT_PORT_ERR", "IBV_WC_", "disconnected");
                 assertTrue(s.slowestMillis < FAIL_BOUND_MILLIS, "failed within " + s.slowestMillis + " ms");
+                // a transport closed while its port is still down gives back its queue pairs and completion queues
+                // at once; only the rdma_cm ids (whose destruction sends a DREQ) wait for the port
+                s.clientTransport.close();
+                s.serverTransport.close();
+                RdmaResources portDown = RdmaResources.now();
+                System.out.println("FaultsLabTest: transports closed while the port is down: " + portDown
+                        + " (before the connections: " + before + ")");
+                assertEquals(before.counts().getOrDefault("qp", 0), portDown.counts().getOrDefault("qp", 0),
+                        "queue pairs left while the port is down: " + portDown);
+                assertEquals(before.counts().getOrDefault("cq", 0), portDown.counts().getOrDefault("cq", 0),
+                        "completion queues left while the port is down: " + portDown);
                 long upStart = System.nanoTime();
                 sh("ip", "link", "set", NETDEV, "up");
                 restoreAddresses();
                 awaitPortActive();
                 long activeMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - upStart);
-                long reconnectMs = s.connectAgain(30_000);
+                long reconnectMs;
+                try (RdmaTransport serverAgain = RdmaTransport.create(s.fabric, config());
+                     RdmaTransport clientAgain = RdmaTransport.create(s.fabric, config())) {
+                    RdmaServer server = serverAgain.listen(Lab.address(Lab.addr1(), Lab.freshPort()),
+                            ch -> new Side());
+                    reconnectMs = connectAgain(clientAgain, serverAgain, server, 30_000);
+                }
                 System.out.println("FaultsLabTest: ip link set " + NETDEV + " up: port ACTIVE after " + activeMs
                         + " ms, a new connection carried a frame " + reconnectMs + " ms later");
             }

@@ -283,8 +283,12 @@ final class VerbsQueuePair implements QueuePair {
             } catch (VerbsException e) {
                 LOG.debug("moving queue pair {} to error: {}", qp.qpNumber(), e.getMessage());
             }
-            LOG.debug("queue pair {} to {}: destroyed once port {} of {} is back", qp.qpNumber(), describePeer(),
-                    onPort, device.name());
+            // the queue pair itself goes now (ibv_destroy_qp sends nothing), so its completion queue can go with the
+            // transport; only the id, whose destruction sends a DREQ, waits for the port
+            int qpNumber = qp.qpNumber();
+            id.destroyQueuePair();
+            LOG.debug("queue pair {} to {} destroyed; its rdma_cm id goes once port {} of {} is back", qpNumber,
+                    describePeer(), onPort, device.name());
             fabric.destroyWhenPortUp(device, onPort, id::close);
             return;
         }
