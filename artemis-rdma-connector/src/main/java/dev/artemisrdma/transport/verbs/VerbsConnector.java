@@ -197,21 +197,25 @@ final class VerbsConnector {
 
     /** IB CM reject reason 28: no listener for the service id (rdma_cm's port) at the peer. */
     private static final int REJ_INVALID_SERVICE_ID = 28;
-    /** IB CM reject reason 8: the peer's application refused (our reason is in the private data). */
+    /** IB CM reject reason 8: refused above the CM: by the peer's application, or by rdma_cm itself. */
     private static final int REJ_CONSUMER_DEFINED = 8;
 
     /**
-     * What the reject's status says when the peer's application gave no reason of ours: rxe and most HCAs answer a
-     * request for a port nobody listens on with reason 28 and a zero-filled private data area of 148 bytes.
+     * What a reject says when it carries no reason of ours. A request for a port nobody listens on is refused by the
+     * peer's rdma_cm (no listener to hand it to) with reason 8 and nothing in the private data: on RoCE the REJ's
+     * whole private data area, 148 zero bytes; some fabrics answer reason 28 instead. A reject of ours always
+     * carries our reason, so an all-zero one means nobody listens (or the listener is going away).
      */
     private static String rejectHint(CmEvent event) {
-        if (event.status() == REJ_INVALID_SERVICE_ID) {
-            return " (nobody listens on that RDMA port: the peer's connection manager answered IB_CM_REJ_INVALID_"
-                    + "SERVICE_ID, status 28; check that the RDMA acceptor is started on that address and port)";
+        boolean noData = true;
+        for (byte b : event.privateData()) {
+            noData &= b == 0;
         }
-        if (event.status() == REJ_CONSUMER_DEFINED) {
-            return "";
+        if (event.status() == REJ_INVALID_SERVICE_ID || (event.status() == REJ_CONSUMER_DEFINED && noData)) {
+            return " (nobody listens on that RDMA port: the peer's connection manager refused the request, reject "
+                    + "reason " + event.status() + ", with no reason of ours; check that the RDMA acceptor is started "
+                    + "on that address and port)";
         }
-        return " (reject status " + event.status() + ")";
+        return event.status() == REJ_CONSUMER_DEFINED ? "" : " (reject reason " + event.status() + ")";
     }
 }
