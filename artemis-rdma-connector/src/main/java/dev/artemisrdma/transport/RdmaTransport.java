@@ -156,7 +156,7 @@ public final class RdmaTransport implements AutoCloseable {
             String reason = Handshake.decodeReject(e.rejectData());
             // not one of ours (no listener, or not our protocol there): the fabric's own words say more
             FabricException why = new FabricException(Handshake.isOurReject(e.rejectData())
-                    ? "rejected by " + describe(remote) + ": " + reason : e.getMessage() + ": " + reason, e);
+                    ? "rejected by " + describe(remote) + ": " + reason : e.getMessage(), e);
             ch.abortUnestablished(why, false);
             // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
