@@ -2,13 +2,17 @@ package dev.artemisrdma.transport;
 
 /**
  * Frames written but not yet fully posted, in order: a growable ring of buffers (the buffers carry their own
- * progress), so queuing allocates only when the ring grows. Not thread-safe: the channel's lock guards it.
+ * progress), so queuing allocates only when the ring grows. The first {@link #flushable()} of them were flushed by
+ * their writer and may be posted; the rest wait for the writer's flush (as a Netty write without flush waits), so no
+ * other thread's flush (the completion loop's, after credit came back) splits a group the writer is still writing.
+ * Not thread-safe: the channel's lock guards it.
  */
 final class Outbox {
 
     private PooledBuffer[] frames = new PooledBuffer[16];
     private int head;
     private int size;
+    private int flushable;
     private long queuedBytes;
 
     void add(PooledBuffer frame) {
@@ -42,7 +46,20 @@ final class Outbox {
         frames[head] = null;
         head = head + 1 == frames.length ? 0 : head + 1;
         size--;
+        if (flushable > 0) {
+            flushable--;
+        }
         return f;
+    }
+
+    /** The writer flushed: every frame queued so far may be posted. */
+    void markFlushed() {
+        flushable = size;
+    }
+
+    /** Frames at the head that may be posted (flushed by their writer), at most {@link #size()}. */
+    int flushable() {
+        return flushable;
     }
 
     /** Bytes of the queued frames not yet posted. */
@@ -67,6 +84,7 @@ final class Outbox {
         while (size > 0) {
             remove().releaseFromChannel();
         }
+        flushable = 0;
         queuedBytes = 0;
     }
 }

@@ -572,6 +572,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             send.enqueue(frame);
             if (flush) {
+                send.markFlushed();
                 flushLocked();
             }
             send.updateWritability();
@@ -606,6 +607,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             if (state.tearingDown()) {
                 throw closedException();
             }
+            send.markFlushed();
             flushLocked();
             send.updateWritability();
         } finally {
@@ -1032,6 +1034,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     private void beginOrderlyCloseLocked() {
+        send.markFlushed(); // what was written goes before the goodbye, flushed or not
         moveTo(ChannelState.CLOSING);
         flushLocked();
         if (state == ChannelState.CLOSING) {

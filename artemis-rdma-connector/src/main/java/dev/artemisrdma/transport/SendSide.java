@@ -122,16 +122,21 @@ final class SendSide {
         outbox.add(frame);
     }
 
+    /** The writer flushed: everything it queued may go (see {@link Outbox}). */
+    void markFlushed() {
+        outbox.markFlushed();
+    }
+
     /**
-     * Posts as much of the outbox as credits and send budget allow, as one list, then a credit frame if credit is
-     * owed and no data carried it.
+     * Posts as much of the outbox's flushed frames as credits and send budget allow, as one list, then a credit frame
+     * if credit is owed and no data carried it.
      *
      * @return why posting failed (the channel must fail), or null
      */
     FabricException flush() {
         sendList.clear();
         inlineCount = 0;
-        while (!outbox.isEmpty()) {
+        while (outbox.flushable() > 0) {
             if (ring.free() == 0) {
                 if (!queueStalled) {
                     queueStalled = true;
@@ -202,7 +207,7 @@ final class SendSide {
         }
         int count = 0;
         int bytes = 0;
-        for (int i = 0; i < outbox.size(); i++) {
+        for (int i = 0, n = outbox.flushable(); i < n; i++) {
             PooledBuffer f = outbox.get(i);
             if (f.sentOffset != 0 || f.frameLength > PackedFrames.MAX_PACKED_FRAME
                     || bytes + PackedFrames.entryLength(f.frameLength) > fragmentCapacity) {
