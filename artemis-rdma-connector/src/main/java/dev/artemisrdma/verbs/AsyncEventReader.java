@@ -5,8 +5,8 @@ import java.util.List;
 
 /**
  * Reads the verbs asynchronous events (ibv_get_async_event) of every device context it watches: their async fds are
- * made non-blocking and waited on together with one poll(2), so one thread serves every device and can always be
- * stopped. Each event is copied and acknowledged (ibv_ack_async_event) at once: an unacknowledged queue pair event
+ * made non-blocking and waited on together with one poll(2), with an eventfd that {@link #wakeUp} signals, so one
+ * thread serves every device, waits long while nothing happens, and can always be stopped at once. Each event is copied and acknowledged (ibv_ack_async_event) at once: an unacknowledged queue pair event
  * would make ibv_destroy_qp wait forever.
  *
  * <p>Threading: {@link #poll} is called by one thread; {@link #watch}/{@link #unwatch} by any. A context is read
@@ -16,8 +16,18 @@ public final class AsyncEventReader implements AutoCloseable {
 
     private final List<RdmaDevice> watched = new ArrayList<>();
     private final NativeStruct event = new NativeStruct(Abi.ASYNC_EVENT_SIZE);
-    private NativeStruct pollFds = new NativeStruct(8);
+    private NativeStruct pollFds = new NativeStruct(16);
+    private final EventFd wake;
     private boolean closed;
+
+    public AsyncEventReader() throws VerbsException {
+        wake = new EventFd("the async event reader");
+    }
+
+    /** Ends the current (or next) {@link #poll} at once: any thread, also after close. */
+    public void wakeUp() {
+        wake.signal();
+    }
 
     /** Starts reading {@code device}'s events (its async fd becomes non-blocking). */
     public synchronized void watch(RdmaDevice device) throws VerbsException {
@@ -35,7 +45,7 @@ public final class AsyncEventReader implements AutoCloseable {
 
     /**
      * Waits up to {@code timeoutMillis} for events on any watched device and returns those that came (empty on
-     * timeout). One thread at a time.
+     * timeout or {@link #wakeUp}). One thread at a time.
      */
     public List<IbvAsyncEvent> poll(int timeoutMillis) throws VerbsException {
         List<RdmaDevice> devices;
@@ -45,22 +55,20 @@ public final class AsyncEventReader implements AutoCloseable {
                 return List.of();
             }
             devices = List.copyOf(watched);
-            if (pollFds.view().capacity() < 8 * Math.max(1, devices.size())) {
+            if (pollFds.view().capacity() < 8 * (devices.size() + 1)) {
                 pollFds.close();
-                pollFds = new NativeStruct(8L * Math.max(1, devices.size()));
+                pollFds = new NativeStruct(8L * (devices.size() + 1));
             }
             fds = pollFds;
             for (int i = 0; i < devices.size(); i++) {
                 fds.putInt(8 * i, devices.get(i).asyncFd());
                 fds.putInt(8 * i + 4, LibC.POLLIN);
             }
-        }
-        if (devices.isEmpty()) {
-            sleep(timeoutMillis);
-            return List.of();
+            fds.putInt(8 * devices.size(), wake.fd()); // last: the wake-up
+            fds.putInt(8 * devices.size() + 4, LibC.POLLIN);
         }
         // poll(2) outside the lock: unwatch must not wait for it. An fd closed meanwhile reads as POLLNVAL.
-        int ready = LibC.poll(fds.address(), devices.size(), timeoutMillis);
+        int ready = LibC.poll(fds.address(), devices.size() + 1, timeoutMillis);
         if (ready < 0) {
             int errno = Errno.last();
             if (errno == Errno.EINTR) {
@@ -70,6 +78,9 @@ public final class AsyncEventReader implements AutoCloseable {
         }
         if (ready == 0) {
             return List.of();
+        }
+        if (((fds.getInt(8 * devices.size() + 4) >>> 16) & 0xffff) != 0) {
+            wake.drain();
         }
         List<IbvAsyncEvent> events = new ArrayList<>();
         synchronized (this) {
@@ -112,14 +123,6 @@ public final class AsyncEventReader implements AutoCloseable {
         }
     }
 
-    private static void sleep(int millis) {
-        try {
-            Thread.sleep(Math.max(1, millis));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
     @Override
     public synchronized void close() {
         if (closed) {
@@ -127,6 +130,7 @@ public final class AsyncEventReader implements AutoCloseable {
         }
         closed = true;
         watched.clear();
+        wake.close();
         event.close();
         pollFds.close();
     }

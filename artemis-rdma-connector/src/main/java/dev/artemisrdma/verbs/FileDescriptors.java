@@ -13,24 +13,6 @@ final class FileDescriptors {
         }
     }
 
-    /**
-     * Waits until {@code fd} is readable or the timeout passes. {@code pollFd} is an 8-byte struct pollfd owned by
-     * the caller (reused to avoid allocating per wait).
-     */
-    static boolean awaitReadable(NativeStruct pollFd, int fd, int timeoutMillis) throws VerbsException {
-        pollFd.putInt(0, fd);
-        pollFd.putInt(4, LibC.POLLIN); // events (short) = POLLIN, revents (short) = 0
-        int ready = LibC.poll(pollFd.address(), 1, timeoutMillis);
-        if (ready < 0) {
-            int errno = Errno.last();
-            if (errno == Errno.EINTR) {
-                return false;
-            }
-            throw new VerbsException("poll", errno, "on fd " + fd);
-        }
-        return ready > 0;
-    }
-
     /** Bit of {@link #awaitEither}'s result: the first fd is readable. */
     static final int FIRST = 1;
     /** Bit of {@link #awaitEither}'s result: the second fd is readable. */

@@ -3,8 +3,8 @@ package dev.artemisrdma.verbs;
 import com.sun.jna.Pointer;
 
 /**
- * An rdma_cm event channel whose fd is non-blocking and polled with a timeout, so the thread that waits on it can
- * always be stopped. Every event is copied and acknowledged at once: an unacknowledged event would make
+ * An rdma_cm event channel whose fd is non-blocking and polled with a timeout, or until {@link #wakeUp}, so the
+ * thread that waits on it can always be stopped at once. Every event is copied and acknowledged at once: an unacknowledged event would make
  * rdma_destroy_id block forever.
  */
 public final class RdmaEventChannel implements AutoCloseable {
@@ -12,7 +12,8 @@ public final class RdmaEventChannel implements AutoCloseable {
     private final long channel;
     private final int fd;
     private final NativeStruct eventOut = new NativeStruct(8);
-    private final NativeStruct pollFd = new NativeStruct(8);
+    private final NativeStruct pollFds = new NativeStruct(16);
+    private final EventFd wake;
     private boolean closed;
 
     public RdmaEventChannel() throws VerbsException {
@@ -23,17 +24,36 @@ public final class RdmaEventChannel implements AutoCloseable {
         }
         channel = created;
         fd = NativeStruct.readInt(channel, Abi.EVENT_CHANNEL_FD);
-        FileDescriptors.setNonBlocking(fd, "rdma_cm event channel");
+        EventFd w = null;
+        try {
+            FileDescriptors.setNonBlocking(fd, "rdma_cm event channel");
+            w = new EventFd("the rdma_cm event channel");
+        } catch (VerbsException e) {
+            RdmaCm.rdma_destroy_event_channel(channel);
+            eventOut.close();
+            pollFds.close();
+            throw e;
+        }
+        wake = w;
+    }
+
+    /** Ends the current (or next) {@link #poll} at once: any thread, also after close. */
+    public void wakeUp() {
+        wake.signal();
     }
 
     long address() {
         return channel;
     }
 
-    /** Waits up to {@code timeoutMillis} for an event; returns null on timeout. One thread at a time. */
+    /** Waits up to {@code timeoutMillis} for an event; returns null on timeout or {@link #wakeUp}. One thread at a time. */
     public synchronized CmEvent poll(int timeoutMillis) throws VerbsException {
         checkOpen();
-        if (!FileDescriptors.awaitReadable(pollFd, fd, timeoutMillis)) {
+        int ready = FileDescriptors.awaitEither(pollFds, fd, wake.fd(), timeoutMillis);
+        if ((ready & FileDescriptors.SECOND) != 0) {
+            wake.drain();
+        }
+        if ((ready & FileDescriptors.FIRST) == 0) {
             return null;
         }
         if (RdmaCm.rdma_get_cm_event(channel, eventOut.address()) != 0) {
@@ -77,7 +97,8 @@ public final class RdmaEventChannel implements AutoCloseable {
         }
         closed = true;
         RdmaCm.rdma_destroy_event_channel(channel);
+        wake.close();
         eventOut.close();
-        pollFd.close();
+        pollFds.close();
     }
 }

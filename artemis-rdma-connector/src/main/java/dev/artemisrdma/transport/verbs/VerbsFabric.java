@@ -45,7 +45,13 @@ import java.util.function.Consumer;
 public final class VerbsFabric implements Fabric {
 
     private static final Logger LOG = LoggerFactory.getLogger(VerbsFabric.class);
-    private static final int EVENT_POLL_MILLIS = 100;
+    /**
+     * The longest wait of the two event threads: they are woken at once for events and for close, so this only
+     * paces the device rescan (once a second), and keeps an idle JVM's threads from waking ten times a second.
+     */
+    private static final int EVENT_POLL_MILLIS = 1000;
+    /** Back-off after a failed read of device events. */
+    private static final int RETRY_MILLIS = 100;
 
     private final RdmaDevices devices;
     private final Map<RdmaDevice, VerbsDevice> deviceByContext = new ConcurrentHashMap<>(); // identity keys
@@ -54,7 +60,7 @@ public final class VerbsFabric implements Fabric {
     private final List<AutoCloseable> owned = new ArrayList<>();
     private final Thread cmThread;
     private final Thread asyncThread;
-    private final AsyncEventReader asyncEvents = new AsyncEventReader();
+    private final AsyncEventReader asyncEvents;
     private final DeviceEventRouter router = new DeviceEventRouter();
     /** Lost devices, with the device listeners that still hold something on each. */
     private final Map<VerbsDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
@@ -83,6 +89,13 @@ public final class VerbsFabric implements Fabric {
         } catch (VerbsException e) {
             devices.close();
             throw new FabricException("cannot create the rdma_cm event channel: " + e.getMessage(), e);
+        }
+        try {
+            asyncEvents = new AsyncEventReader();
+        } catch (VerbsException e) {
+            eventChannel.close();
+            devices.close();
+            throw new FabricException("cannot create the device event reader: " + e.getMessage(), e);
         }
         for (RdmaDevice device : devices.all()) {
             deviceByContext.put(device, new VerbsDevice(device));
@@ -320,7 +333,8 @@ public final class VerbsFabric implements Fabric {
         long nextScan = System.nanoTime();
         while (!closed) {
             try {
-                for (IbvAsyncEvent event : asyncEvents.poll(EVENT_POLL_MILLIS)) {
+                long untilScan = Math.max(0, (nextScan - System.nanoTime()) / 1_000_000);
+                for (IbvAsyncEvent event : asyncEvents.poll((int) Math.min(EVENT_POLL_MILLIS, untilScan))) {
                     onAsyncEvent(event);
                 }
                 if (System.nanoTime() - nextScan >= 0 && !closed) {
@@ -331,7 +345,7 @@ public final class VerbsFabric implements Fabric {
             } catch (VerbsException | RuntimeException e) {
                 if (!closed) {
                     LOG.warn("reading device events: {}", e.toString());
-                    sleepQuietly(EVENT_POLL_MILLIS);
+                    sleepQuietly(RETRY_MILLIS);
                 }
             }
         }
@@ -466,6 +480,8 @@ public final class VerbsFabric implements Fabric {
         }
         closed = true;
         timer.shutdownNow();
+        eventChannel.wakeUp();
+        asyncEvents.wakeUp();
         try {
             cmThread.join(2000);
             asyncThread.join(2000);
