@@ -22,11 +22,14 @@ import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.ToDoubleFunction;
 
 /**
  * One broker with a Netty TCP acceptor and an RDMA acceptor on the same address; the same JMS workload over each in
@@ -37,8 +40,15 @@ import java.util.concurrent.locks.LockSupport;
  * {@code .hgrm} percentile distribution per scenario and transport into the results folder ({@code
  * RDMA_LAB_RESULTS}), for {@link Charts}.
  *
+ * <p>Rounds alternate TCP and RDMA, so drift within the boot hits both alike; every figure reported is the median of
+ * the rounds with their range, and the RDMA/TCP ratios are also taken round by round (each RDMA round against the
+ * TCP round just before it). Per scenario and transport it also prints which threads used the CPU (thread CPU time
+ * by thread name), and it writes {@code artemis-phases.csv} (when each phase ran, epoch milliseconds) so a flight
+ * recording of the run can be split by transport.
+ *
  * <p>Knobs (environment): {@code DELIVERY} ("nonpersistent persistent"), {@code PAIRS} ("1 16"), {@code ROUNDS}
- * (2), {@code THROUGHPUT_SECONDS} (5), {@code RATE} (200 msg/s in all, split across the pairs), {@code
+ * (3), {@code THROUGHPUT_SECONDS} (5), {@code RATE} (50 msg/s in all, split across the pairs: low enough that the
+ * lab's 2 vCPUs are not saturated, so latency measures the transports rather than queueing), {@code
  * LATENCY_SECONDS} (10).
  */
 public final class ArtemisTransportBenchmark {
@@ -73,8 +83,8 @@ public final class ArtemisTransportBenchmark {
             for (String p : words("PAIRS", "1 16")) {
                 pairs.add(positive("PAIRS", p));
             }
-            return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "2")),
-                    Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "200")),
+            return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "3")),
+                    Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "50")),
                     Double.parseDouble(env("LATENCY_SECONDS", "10")));
         }
 
@@ -101,9 +111,19 @@ public final class ArtemisTransportBenchmark {
     }
 
     /** One round of one scenario over one transport. */
-    record Figures(String transport, Scenario scenario, double messagesPerSecond, double cpuMicrosPerMessage,
-                   Histogram latency, double cpuPercentAtRate) {
+    record Figures(String transport, Scenario scenario, int round, double messagesPerSecond,
+                   double cpuMicrosPerMessage, Histogram latency, double cpuPercentAtRate, ThreadCpu.Usage threads) {
+
+        double percentileMicros(double p) {
+            return latency.getValueAtPercentile(p) / 1000.0;
+        }
     }
+
+    /** When one phase of one round ran (wall clock), to split a flight recording of the run by transport. */
+    record Phase(String transport, Scenario scenario, int round, String name, long startMillis, long endMillis) {
+    }
+
+    private static final List<Phase> PHASES = new ArrayList<>();
 
     private ArtemisTransportBenchmark() {
     }
@@ -140,31 +160,40 @@ public final class ArtemisTransportBenchmark {
                         for (String name : new String[] {"tcp", "rdma"}) {
                             ActiveMQConnectionFactory cf = name.equals("tcp") ? tcp : rdma;
                             String queue = scenario.delivery() + pairs + "." + name + round;
+                            ThreadCpu.Snapshot before = ThreadCpu.snapshot();
+                            long t0 = System.currentTimeMillis();
                             double[] throughput = throughput(cf, queue, scenario, settings.throughputSeconds);
+                            long t1 = System.currentTimeMillis();
+                            ThreadCpu.Usage threads = ThreadCpu.snapshot().since(before);
                             double[] latency = new double[1];
                             Histogram histogram = fixedRate(cf, queue + ".lat", scenario, settings.rate,
                                     settings.latencySeconds, latency);
-                            results.add(new Figures(name, scenario, throughput[0], throughput[1], histogram,
-                                    latency[0]));
-                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg, p50 %.0f us%n",
-                                    scenario.label(), name, round, throughput[0], throughput[1],
-                                    histogram.getValueAtPercentile(50) / 1000.0);
+                            long t2 = System.currentTimeMillis();
+                            PHASES.add(new Phase(name, scenario, round, "throughput", t0, t1));
+                            PHASES.add(new Phase(name, scenario, round, "latency", t1, t2));
+                            results.add(new Figures(name, scenario, round, throughput[0], throughput[1], histogram,
+                                    latency[0], threads));
+                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg; @%d/s p50 "
+                                    + "%.0f us, p99 %.0f us, p99.9 %.0f us, CPU %.0f %% of a core%n",
+                                    scenario.label(), name, round, throughput[0], throughput[1], settings.rate,
+                                    histogram.getValueAtPercentile(50) / 1000.0,
+                                    histogram.getValueAtPercentile(99) / 1000.0,
+                                    histogram.getValueAtPercentile(99.9) / 1000.0, latency[0]);
                         }
                     }
                 }
             }
         }
-        List<Figures[]> best = new ArrayList<>();
+        List<Comparison> comparisons = new ArrayList<>();
         for (boolean persistent : settings.deliveries) {
             for (int pairs : settings.pairs) {
-                Scenario scenario = new Scenario(persistent, pairs);
-                Figures[] pair = {best(results, scenario, "tcp"), best(results, scenario, "rdma")};
-                print(pair[0], pair[1], settings);
-                best.add(pair);
+                Comparison c = Comparison.of(results, new Scenario(persistent, pairs));
+                print(c, settings);
+                comparisons.add(c);
             }
         }
-        printSummary(best, settings);
-        write(out, best, settings);
+        printSummary(comparisons, settings);
+        write(out, comparisons, settings);
         System.exit(0);
     }
 
@@ -274,6 +303,8 @@ public final class ArtemisTransportBenchmark {
                         }
                     } catch (Exception e) {
                         failure.compareAndSet(null, e);
+                    } finally {
+                        ThreadCpu.recordEndingThread();
                     }
                 }, "bench-producer-" + p));
                 threads.add(new Thread(() -> {
@@ -300,6 +331,8 @@ public final class ArtemisTransportBenchmark {
                         lastReceived[p] = lastArrival;
                     } catch (Exception e) {
                         failure.compareAndSet(null, e);
+                    } finally {
+                        ThreadCpu.recordEndingThread();
                     }
                 }, "bench-consumer-" + p));
             }
@@ -401,102 +434,204 @@ public final class ArtemisTransportBenchmark {
 
     // ---------------------------------------------------------------- reporting
 
+    /** The rounds of one scenario over both transports: medians with their ranges, and round-by-round ratios. */
+    record Comparison(Scenario scenario, List<Figures> tcp, List<Figures> rdma) {
+
+        static Comparison of(List<Figures> results, Scenario scenario) {
+            List<Figures> tcp = new ArrayList<>();
+            List<Figures> rdma = new ArrayList<>();
+            for (Figures f : results) {
+                if (f.scenario.equals(scenario)) {
+                    (f.transport.equals("tcp") ? tcp : rdma).add(f);
+                }
+            }
+            return new Comparison(scenario, tcp, rdma);
+        }
+
+        List<Figures> rounds(String transport) {
+            return transport.equals("tcp") ? tcp : rdma;
+        }
+
+        double[] values(String transport, ToDoubleFunction<Figures> figure) {
+            return rounds(transport).stream().mapToDouble(figure).toArray();
+        }
+
+        /** RDMA's figure of each round over TCP's of the same round (TCP ran just before it). */
+        double[] roundRatios(ToDoubleFunction<Figures> figure) {
+            int n = Math.min(tcp.size(), rdma.size());
+            double[] r = new double[n];
+            for (int i = 0; i < n; i++) {
+                r[i] = ratio(figure.applyAsDouble(rdma.get(i)), figure.applyAsDouble(tcp.get(i)));
+            }
+            return r;
+        }
+
+        /** The round whose latency median is the median of the rounds': its distribution is the one written. */
+        Figures medianLatencyRound(String transport) {
+            List<Figures> sorted = new ArrayList<>(rounds(transport));
+            sorted.sort(Comparator.comparingDouble(f -> f.percentileMicros(50)));
+            return sorted.get((sorted.size() - 1) / 2);
+        }
+
+        double median(String transport, ToDoubleFunction<Figures> figure) {
+            return ArtemisTransportBenchmark.median(values(transport, figure));
+        }
+    }
+
     private static final double[] PERCENTILES = {50, 90, 99, 99.9};
 
     private static String percentileName(double p) {
         return "p" + (p == (int) p ? Integer.toString((int) p) : Double.toString(p));
     }
 
-    private static void print(Figures tcp, Figures rdma, Settings settings) {
+    static double median(double[] values) {
+        double[] s = values.clone();
+        Arrays.sort(s);
+        int n = s.length;
+        return n == 0 ? Double.NaN : n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    }
+
+    /** "median (min..max)" of the rounds' values. */
+    private static String spread(double[] values, String format) {
+        double[] s = values.clone();
+        Arrays.sort(s);
+        String median = String.format(Locale.ROOT, format, median(s));
+        if (s.length < 2) {
+            return median;
+        }
+        return median + " (" + String.format(Locale.ROOT, format, s[0]) + ".."
+                + String.format(Locale.ROOT, format, s[s.length - 1]) + ")";
+    }
+
+    private static void print(Comparison c, Settings settings) {
         System.out.println();
-        System.out.printf(Locale.ROOT, "Artemis over Netty TCP vs RDMA: 1 KiB JMS messages, %s, one broker (best "
-                + "of %d rounds)%n", tcp.scenario.label(), settings.rounds);
-        System.out.printf(Locale.ROOT, "%-30s %14s %14s %10s%n", "", "Netty TCP", "RDMA", "RDMA/TCP");
-        row("throughput, msg/s", tcp.messagesPerSecond, rdma.messagesPerSecond, "%14.0f");
-        row("CPU per message, us", tcp.cpuMicrosPerMessage, rdma.cpuMicrosPerMessage, "%14.1f");
+        System.out.printf(Locale.ROOT, "Artemis over Netty TCP vs RDMA: 1 KiB JMS messages, %s, one broker; median of "
+                + "%d rounds (lowest..highest); RDMA/TCP taken round by round%n", c.scenario.label(), c.tcp.size());
+        System.out.printf(Locale.ROOT, "%-28s %26s %26s %22s%n", "", "Netty TCP", "RDMA", "RDMA/TCP");
+        row(c, "throughput, msg/s", Figures::messagesPerSecond, "%.0f");
+        row(c, "CPU per message, us", Figures::cpuMicrosPerMessage, "%.1f");
         for (double p : PERCENTILES) {
-            row("latency " + percentileName(p) + ", us @" + settings.rate + "/s",
-                    tcp.latency.getValueAtPercentile(p) / 1000.0, rdma.latency.getValueAtPercentile(p) / 1000.0,
-                    "%14.1f");
+            row(c, "latency " + percentileName(p) + ", us @" + settings.rate + "/s", f -> f.percentileMicros(p),
+                    "%.0f");
         }
-        row("latency max, us", tcp.latency.getMaxValue() / 1000.0, rdma.latency.getMaxValue() / 1000.0, "%14.1f");
-        row("CPU @" + settings.rate + "/s, % of a core", tcp.cpuPercentAtRate, rdma.cpuPercentAtRate, "%14.1f");
+        row(c, "latency max, us", f -> f.latency.getMaxValue() / 1000.0, "%.0f");
+        row(c, "CPU @" + settings.rate + "/s, % of a core", Figures::cpuPercentAtRate, "%.1f");
         System.out.println("(throughput: " + settings.throughputSeconds + " s all-out; latency: send to receive, "
-                + tcp.latency.getTotalCount() + " messages at " + settings.rate + " msg/s in all; CPU: the whole "
-                + "process, broker and clients)");
-    }
-
-    private static void row(String label, double tcp, double rdma, String format) {
-        System.out.printf(Locale.ROOT, "%-30s " + format + " " + format + " %10.2f%n", label, tcp, rdma,
-                tcp == 0 ? 0 : rdma / tcp);
-    }
-
-    /** One line per scenario, RDMA/TCP ratios only: the figures the issue asks for at a glance. */
-    private static void printSummary(List<Figures[]> best, Settings settings) {
-        System.out.println();
-        System.out.println("RDMA/TCP ratios (throughput: higher is better; latency and CPU: lower is better)");
-        System.out.printf(Locale.ROOT, "%-28s %10s %8s %8s %8s %12s%n", "scenario", "throughput", "p50", "p99",
-                "p99.9", "CPU per msg");
-        for (Figures[] f : best) {
-            Histogram t = f[0].latency;
-            Histogram r = f[1].latency;
-            System.out.printf(Locale.ROOT, "%-28s %10.2f %8.2f %8.2f %8.2f %12.2f%n", f[0].scenario.label(),
-                    f[1].messagesPerSecond / f[0].messagesPerSecond,
-                    ratio(r.getValueAtPercentile(50), t.getValueAtPercentile(50)),
-                    ratio(r.getValueAtPercentile(99), t.getValueAtPercentile(99)),
-                    ratio(r.getValueAtPercentile(99.9), t.getValueAtPercentile(99.9)),
-                    f[1].cpuMicrosPerMessage / f[0].cpuMicrosPerMessage);
+                + c.tcp.get(0).latency.getTotalCount() + " messages a round at " + settings.rate + " msg/s in all; "
+                + "CPU: the whole process, broker and clients)");
+        for (String transport : new String[] {"tcp", "rdma"}) {
+            printThreads(c, transport);
         }
+    }
+
+    private static void row(Comparison c, String label, ToDoubleFunction<Figures> figure, String format) {
+        System.out.printf(Locale.ROOT, "%-28s %26s %26s %22s%n", label, spread(c.values("tcp", figure), format),
+                spread(c.values("rdma", figure), format), spread(c.roundRatios(figure), "%.2f"));
+    }
+
+    /** Which threads the all-out phase kept busy, all rounds together, in CPU microseconds per message. */
+    private static void printThreads(Comparison c, String transport) {
+        List<Figures> rounds = c.rounds(transport);
+        ThreadCpu.Usage usage = ThreadCpu.Usage.sum(rounds.stream().map(Figures::threads).toList());
+        double messages = rounds.stream().mapToDouble(f -> f.threads.processNanos() / 1000.0
+                / f.cpuMicrosPerMessage).sum();
+        StringBuilder line = new StringBuilder();
+        for (Map.Entry<String, Long> e : usage.top(8)) {
+            line.append(String.format(Locale.ROOT, "%n    %7.1f  %s", e.getValue() / 1000.0 / messages, e.getKey()));
+        }
+        System.out.printf(Locale.ROOT, "  CPU by thread, all-out, %s (us per message; process %.1f, unattributed "
+                + "%.1f):%s%n", transport.equals("tcp") ? "Netty TCP" : "RDMA", usage.processNanos() / 1000.0 / messages,
+                (usage.processNanos() - usage.attributed()) / 1000.0 / messages, line);
+    }
+
+    /** One line per scenario, RDMA/TCP ratios only, with the issue's targets. */
+    private static void printSummary(List<Comparison> comparisons, Settings settings) {
+        System.out.println();
+        System.out.println("RDMA/TCP, median of the rounds' ratios (lowest..highest); throughput: higher is better, "
+                + "latency and CPU: lower is better; latency @" + settings.rate + " msg/s");
+        System.out.printf(Locale.ROOT, "%-26s %18s %18s %18s %18s %18s%n", "scenario", "throughput", "p50", "p99",
+                "p99.9", "CPU per msg");
+        for (Comparison c : comparisons) {
+            System.out.printf(Locale.ROOT, "%-26s %18s %18s %18s %18s %18s%n", c.scenario.label(),
+                    spread(c.roundRatios(Figures::messagesPerSecond), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(50)), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(99)), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(99.9)), "%.2f"),
+                    spread(c.roundRatios(Figures::cpuMicrosPerMessage), "%.2f"));
+        }
+        System.out.println();
+        System.out.println("issue 11 targets (RDMA/TCP: throughput >= 1.5, median latency <= 0.6), median of the "
+                + "rounds' ratios:");
+        for (Comparison c : comparisons) {
+            double[] throughput = c.roundRatios(Figures::messagesPerSecond);
+            double[] p50 = c.roundRatios(f -> f.percentileMicros(50));
+            System.out.printf(Locale.ROOT, "  %-26s throughput %.2f %s, p50 %.2f %s%n", c.scenario.label(),
+                    median(throughput), verdict(median(throughput) >= 1.5,
+                            Arrays.stream(throughput).allMatch(r -> r >= 1.5)),
+                    median(p50), verdict(median(p50) <= 0.6, Arrays.stream(p50).allMatch(r -> r <= 0.6)));
+        }
+    }
+
+    private static String verdict(boolean median, boolean everyRound) {
+        return median ? (everyRound ? "holds (every round)" : "holds (median, not every round)") : "misses";
     }
 
     private static double ratio(double a, double b) {
         return b == 0 ? 0 : a / b;
     }
 
-    /** artemis-summary.csv (one row per scenario and transport) and one .hgrm distribution each, for Charts. */
-    private static void write(Path out, List<Figures[]> best, Settings settings) throws IOException {
+    /**
+     * artemis-summary.csv (one row per scenario and transport: medians of the rounds, with throughput's and p50's
+     * range), artemis-rounds.csv (every round), artemis-phases.csv (when each phase ran) and one .hgrm distribution
+     * per scenario and transport (the round with the median p50), for Charts.
+     */
+    private static void write(Path out, List<Comparison> comparisons, Settings settings) throws IOException {
         Files.createDirectories(out);
         // the charts' titles carry this day, also when they are drawn again later from a copy of the folder
         Files.writeString(out.resolve(Charts.MEASURED_ON), LocalDate.now(ZoneOffset.UTC) + "\n");
-        try (PrintWriter csv = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-summary.csv")))) {
+        try (PrintWriter csv = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-summary.csv")));
+             PrintWriter rounds = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-rounds.csv")))) {
             csv.println("delivery,pairs,transport,msgs_per_s,cpu_us_per_msg,p50_us,p90_us,p99_us,p999_us,max_us,"
-                    + "rate,cpu_pct_at_rate");
-            for (Figures[] pair : best) {
-                for (Figures f : pair) {
-                    Histogram h = f.latency;
-                    csv.printf(Locale.ROOT, "%s,%d,%s,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f%n",
-                            f.scenario.delivery(), f.scenario.pairs(), f.transport, f.messagesPerSecond,
-                            f.cpuMicrosPerMessage, h.getValueAtPercentile(50) / 1000.0,
-                            h.getValueAtPercentile(90) / 1000.0, h.getValueAtPercentile(99) / 1000.0,
-                            h.getValueAtPercentile(99.9) / 1000.0, h.getMaxValue() / 1000.0, settings.rate,
-                            f.cpuPercentAtRate);
+                    + "rate,cpu_pct_at_rate,rounds,msgs_per_s_min,msgs_per_s_max,p50_us_min,p50_us_max");
+            rounds.println("delivery,pairs,transport,round,msgs_per_s,cpu_us_per_msg,p50_us,p90_us,p99_us,p999_us,"
+                    + "max_us,rate,cpu_pct_at_rate");
+            for (Comparison c : comparisons) {
+                for (String transport : new String[] {"tcp", "rdma"}) {
+                    double[] mps = c.values(transport, Figures::messagesPerSecond);
+                    double[] p50 = c.values(transport, f -> f.percentileMicros(50));
+                    csv.printf(Locale.ROOT, "%s,%d,%s,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f,%d,%.0f,%.0f,%.1f,"
+                                    + "%.1f%n", c.scenario.delivery(), c.scenario.pairs(), transport, median(mps),
+                            c.median(transport, Figures::cpuMicrosPerMessage), median(p50),
+                            c.median(transport, f -> f.percentileMicros(90)),
+                            c.median(transport, f -> f.percentileMicros(99)),
+                            c.median(transport, f -> f.percentileMicros(99.9)),
+                            c.median(transport, f -> f.latency.getMaxValue() / 1000.0), settings.rate,
+                            c.median(transport, Figures::cpuPercentAtRate), mps.length,
+                            Arrays.stream(mps).min().orElse(0), Arrays.stream(mps).max().orElse(0),
+                            Arrays.stream(p50).min().orElse(0), Arrays.stream(p50).max().orElse(0));
+                    for (Figures f : c.rounds(transport)) {
+                        rounds.printf(Locale.ROOT, "%s,%d,%s,%d,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f%n",
+                                c.scenario.delivery(), c.scenario.pairs(), transport, f.round, f.messagesPerSecond,
+                                f.cpuMicrosPerMessage, f.percentileMicros(50), f.percentileMicros(90),
+                                f.percentileMicros(99), f.percentileMicros(99.9), f.latency.getMaxValue() / 1000.0,
+                                settings.rate, f.cpuPercentAtRate);
+                    }
                     Path hgrm = out.resolve(String.format(Locale.ROOT, "artemis-latency-%s-%d-%s.hgrm",
-                            f.scenario.delivery(), f.scenario.pairs(), f.transport));
+                            c.scenario.delivery(), c.scenario.pairs(), transport));
                     try (PrintStream ps = new PrintStream(Files.newOutputStream(hgrm), false, "UTF-8")) {
-                        h.outputPercentileDistribution(ps, 1000.0); // microseconds
+                        c.medianLatencyRound(transport).latency.outputPercentileDistribution(ps, 1000.0); // us
                     }
                 }
             }
         }
-        System.out.println("artemis-bench: summary and latency distributions in " + out.toAbsolutePath());
-    }
-
-    /** The round with the higher throughput (with its CPU per message), and the latency with the lower median. */
-    private static Figures best(List<Figures> results, Scenario scenario, String transport) {
-        Figures fastest = null;
-        Figures calmest = null;
-        for (Figures f : results) {
-            if (!f.transport.equals(transport) || !f.scenario.equals(scenario)) {
-                continue;
-            }
-            if (fastest == null || f.messagesPerSecond > fastest.messagesPerSecond) {
-                fastest = f;
-            }
-            if (calmest == null || f.latency.getValueAtPercentile(50) < calmest.latency.getValueAtPercentile(50)) {
-                calmest = f;
+        try (PrintWriter phases = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-phases.csv")))) {
+            phases.println("delivery,pairs,transport,round,phase,start_epoch_ms,end_epoch_ms");
+            for (Phase p : PHASES) {
+                phases.printf(Locale.ROOT, "%s,%d,%s,%d,%s,%d,%d%n", p.scenario.delivery(), p.scenario.pairs(),
+                        p.transport, p.round, p.name, p.startMillis, p.endMillis);
             }
         }
-        return new Figures(transport, scenario, fastest.messagesPerSecond, fastest.cpuMicrosPerMessage,
-                calmest.latency, calmest.cpuPercentAtRate);
+        System.out.println("artemis-bench: summary, rounds, phases and latency distributions in "
+                + out.toAbsolutePath());
     }
 }
