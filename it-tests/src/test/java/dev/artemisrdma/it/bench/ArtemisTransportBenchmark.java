@@ -2,6 +2,7 @@ package dev.artemisrdma.it.bench;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.artemis.LabBroker;
+import dev.artemisrdma.it.bench.scale.ChildJvm;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
@@ -15,7 +16,6 @@ import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.io.PrintWriter;
-import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.LocalDate;
@@ -23,6 +23,7 @@ import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -68,7 +69,7 @@ public final class ArtemisTransportBenchmark {
     }
 
     record Settings(List<Boolean> deliveries, List<Integer> pairs, int rounds, double throughputSeconds, int rate,
-                    double latencySeconds) {
+                    double latencySeconds, boolean brokerJvm, List<String> brokerJvmOptions) {
 
         static Settings fromEnvironment() {
             List<Boolean> deliveries = new ArrayList<>();
@@ -85,7 +86,16 @@ public final class ArtemisTransportBenchmark {
             }
             return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "3")),
                     Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "50")),
-                    Double.parseDouble(env("LATENCY_SECONDS", "10")));
+                    Double.parseDouble(env("LATENCY_SECONDS", "10")), brokerJvm(env("JVMS", "2")),
+                    words("BROKER_JVM_OPTS", "-Xmx2g"));
+        }
+
+        private static boolean brokerJvm(String jvms) {
+            if (!jvms.equals("1") && !jvms.equals("2")) {
+                throw new IllegalArgumentException("JVMS takes 2 (broker and clients in JVMs of their own) or 1 (all "
+                        + "in one), got '" + jvms + "'");
+            }
+            return jvms.equals("2");
         }
 
         private static String env(String name, String fallback) {
@@ -146,12 +156,26 @@ public final class ArtemisTransportBenchmark {
         Path out = Path.of(System.getenv().getOrDefault("RDMA_LAB_RESULTS", "."));
         List<Figures> results = new ArrayList<>();
         // persistence on: durable messages go through the journal; non-persistent ones never touch it
-        try (LabBroker broker = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);
+        ChildJvm brokerJvm = null;
+        LabBroker inProcess = null;
+        if (settings.brokerJvm) {
+            brokerJvm = ChildJvm.start("artemis-bench-broker", BenchBrokerMain.class, null,
+                    settings.brokerJvmOptions, host, "61700", "61616");
+            brokerJvm.await("READY", 300);
+        } else {
+            inProcess = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);
+        }
+        CpuMeter meter = new CpuMeter(brokerJvm);
+        System.out.println("artemis-bench: " + (settings.brokerJvm ? "broker and clients in JVMs of their own"
+                : "broker and clients in one JVM (sharing one RDMA transport)") + ", " + settings.rounds + " rounds, "
+                + settings.throughputSeconds + " s all-out, " + settings.rate + " msg/s for " + settings.latencySeconds
+                + " s");
+        try (AutoCloseable broker = settings.brokerJvm ? brokerJvm : inProcess;
              ActiveMQConnectionFactory tcp = new ActiveMQConnectionFactory("tcp://" + host + ":61616");
              ActiveMQConnectionFactory rdma = RdmaConnectionFactories.create("rdma://" + host + ":61700")) {
             for (ActiveMQConnectionFactory cf : new ActiveMQConnectionFactory[] {tcp, rdma}) {
                 // JIT and broker warm-up, not reported
-                throughput(cf, "warmup", new Scenario(false, 1), Math.min(3, settings.throughputSeconds));
+                throughput(cf, "warmup", new Scenario(false, 1), Math.min(3, settings.throughputSeconds), meter);
             }
             for (boolean persistent : settings.deliveries) {
                 for (int pairs : settings.pairs) {
@@ -160,22 +184,21 @@ public final class ArtemisTransportBenchmark {
                         for (String name : new String[] {"tcp", "rdma"}) {
                             ActiveMQConnectionFactory cf = name.equals("tcp") ? tcp : rdma;
                             String queue = scenario.delivery() + pairs + "." + name + round;
-                            ThreadCpu.Snapshot before = ThreadCpu.snapshot();
                             long t0 = System.currentTimeMillis();
-                            double[] throughput = throughput(cf, queue, scenario, settings.throughputSeconds);
+                            AllOut throughput = throughput(cf, queue, scenario, settings.throughputSeconds, meter);
                             long t1 = System.currentTimeMillis();
-                            ThreadCpu.Usage threads = ThreadCpu.snapshot().since(before);
                             double[] latency = new double[1];
                             Histogram histogram = fixedRate(cf, queue + ".lat", scenario, settings.rate,
-                                    settings.latencySeconds, latency);
+                                    settings.latencySeconds, latency, meter);
                             long t2 = System.currentTimeMillis();
                             PHASES.add(new Phase(name, scenario, round, "throughput", t0, t1));
                             PHASES.add(new Phase(name, scenario, round, "latency", t1, t2));
-                            results.add(new Figures(name, scenario, round, throughput[0], throughput[1], histogram,
-                                    latency[0], threads));
+                            results.add(new Figures(name, scenario, round, throughput.messagesPerSecond,
+                                    throughput.cpuMicrosPerMessage, histogram, latency[0], throughput.threads));
                             System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg; @%d/s p50 "
                                     + "%.0f us, p99 %.0f us, p99.9 %.0f us, CPU %.0f %% of a core%n",
-                                    scenario.label(), name, round, throughput[0], throughput[1], settings.rate,
+                                    scenario.label(), name, round, throughput.messagesPerSecond,
+                                    throughput.cpuMicrosPerMessage, settings.rate,
                                     histogram.getValueAtPercentile(50) / 1000.0,
                                     histogram.getValueAtPercentile(99) / 1000.0,
                                     histogram.getValueAtPercentile(99.9) / 1000.0, latency[0]);
@@ -272,8 +295,8 @@ public final class ArtemisTransportBenchmark {
      * confirmation) lets it; each consumer drains everything its producer sent. Returns {msgs/s end to end, CPU
      * microseconds of this process per message}.
      */
-    static double[] throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds)
-            throws Exception {
+    static AllOut throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds,
+                             CpuMeter meter) throws Exception {
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
             int n = pairs.size();
@@ -284,7 +307,7 @@ public final class ArtemisTransportBenchmark {
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
             byte[] body = new byte[SIZE];
-            long cpuStart = processCpuNanos();
+            meter.mark();
             long start = System.nanoTime();
             long deadline = start + (long) (seconds * 1e9);
             for (int i = 0; i < n; i++) {
@@ -340,13 +363,13 @@ public final class ArtemisTransportBenchmark {
             for (Thread t : threads) {
                 t.join();
             }
-            long cpu = processCpuNanos() - cpuStart;
+            ThreadCpu.Usage usage = meter.usage();
             if (failure.get() != null) {
                 throw failure.get();
             }
             long total = Arrays.stream(received).sum();
             long end = Arrays.stream(lastReceived).max().orElse(start);
-            return new double[] {total / ((end - start) / 1e9), cpu / 1000.0 / total};
+            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage);
         } finally {
             Pair.closeAll(pairs);
         }
@@ -358,7 +381,7 @@ public final class ArtemisTransportBenchmark {
      * CPU this process used meanwhile, in percent of one core.
      */
     static Histogram fixedRate(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, int rate,
-                               double seconds, double[] cpuPercent) throws Exception {
+                               double seconds, double[] cpuPercent, CpuMeter meter) throws Exception {
         Histogram all = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
@@ -368,7 +391,7 @@ public final class ArtemisTransportBenchmark {
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
             byte[] body = new byte[SIZE];
-            long cpuStart = processCpuNanos();
+            meter.mark();
             long start = System.nanoTime();
             for (int i = 0; i < n; i++) {
                 int p = i;
@@ -416,7 +439,7 @@ public final class ArtemisTransportBenchmark {
                 t.join();
             }
             long elapsed = System.nanoTime() - start;
-            cpuPercent[0] = 100.0 * (processCpuNanos() - cpuStart) / elapsed;
+            cpuPercent[0] = 100.0 * meter.usage().processNanos() / elapsed;
             if (failure.get() != null) {
                 throw failure.get();
             }
@@ -426,10 +449,41 @@ public final class ArtemisTransportBenchmark {
         }
     }
 
-    /** CPU time of this whole process (broker, clients, completion loops, Netty), all threads. */
-    static long processCpuNanos() {
-        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
-                .getProcessCpuTime();
+    /** What one all-out phase achieved, and the CPU it cost (all the benchmark's processes), by thread. */
+    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads) {
+    }
+
+    /**
+     * The CPU the benchmark's processes use between a mark and now: this JVM's threads and, when the broker has a JVM
+     * of its own, the broker's (asked over its stdin); thread groups then read "client: ..." and "broker: ...".
+     */
+    static final class CpuMeter {
+        private final ChildJvm broker;
+        private ThreadCpu.Snapshot mark;
+
+        CpuMeter(ChildJvm broker) {
+            this.broker = broker;
+        }
+
+        void mark() throws Exception {
+            if (broker != null) {
+                broker.send("mark");
+                broker.await("MARKED", 60);
+            }
+            mark = ThreadCpu.snapshot();
+        }
+
+        ThreadCpu.Usage usage() throws Exception {
+            ThreadCpu.Usage local = ThreadCpu.snapshot().since(mark);
+            if (broker == null) {
+                return local;
+            }
+            broker.send("usage");
+            ThreadCpu.Usage remote = BenchBrokerMain.parse(broker.await("USAGE", 60), "broker: ");
+            Map<String, Long> clients = new HashMap<>();
+            local.byGroup().forEach((g, n) -> clients.put("client: " + g, n));
+            return ThreadCpu.Usage.sum(List.of(new ThreadCpu.Usage(clients, local.processNanos()), remote));
+        }
     }
 
     // ---------------------------------------------------------------- reporting
