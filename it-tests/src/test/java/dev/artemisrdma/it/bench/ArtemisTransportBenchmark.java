@@ -1,6 +1,8 @@
 package dev.artemisrdma.it.bench;
 
+import dev.artemisrdma.artemis.RdmaClientMetrics;
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
+import dev.artemisrdma.artemis.RdmaTransportMetricsMXBean;
 import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.bench.scale.ChildJvm;
 import jakarta.jms.BytesMessage;
@@ -69,7 +71,17 @@ public final class ArtemisTransportBenchmark {
     }
 
     record Settings(List<Boolean> deliveries, List<Integer> pairs, int rounds, double throughputSeconds, int rate,
-                    double latencySeconds, boolean brokerJvm, List<String> brokerJvmOptions) {
+                    double latencySeconds, boolean brokerJvm, List<String> brokerJvmOptions, int warmupSeconds) {
+
+        List<Scenario> scenarios() {
+            List<Scenario> all = new ArrayList<>();
+            for (boolean persistent : deliveries) {
+                for (int p : pairs) {
+                    all.add(new Scenario(persistent, p));
+                }
+            }
+            return all;
+        }
 
         static Settings fromEnvironment() {
             List<Boolean> deliveries = new ArrayList<>();
@@ -87,7 +99,7 @@ public final class ArtemisTransportBenchmark {
             return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "3")),
                     Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "50")),
                     Double.parseDouble(env("LATENCY_SECONDS", "10")), brokerJvm(env("JVMS", "2")),
-                    words("BROKER_JVM_OPTS", "-Xmx2g"));
+                    words("BROKER_JVM_OPTS", "-Xmx2g"), positive("WARMUP_SECONDS", env("WARMUP_SECONDS", "150")));
         }
 
         private static boolean brokerJvm(String jvms) {
@@ -122,7 +134,8 @@ public final class ArtemisTransportBenchmark {
 
     /** One round of one scenario over one transport. */
     record Figures(String transport, Scenario scenario, int round, double messagesPerSecond,
-                   double cpuMicrosPerMessage, Histogram latency, double cpuPercentAtRate, ThreadCpu.Usage threads) {
+                   double cpuMicrosPerMessage, Histogram latency, double cpuPercentAtRate, ThreadCpu.Usage threads,
+                   long messages, ClientCounters counters) {
 
         double percentileMicros(double p) {
             return latency.getValueAtPercentile(p) / 1000.0;
@@ -172,11 +185,13 @@ public final class ArtemisTransportBenchmark {
                 + " s");
         try (AutoCloseable broker = settings.brokerJvm ? brokerJvm : inProcess;
              ActiveMQConnectionFactory tcp = new ActiveMQConnectionFactory("tcp://" + host + ":61616");
-             ActiveMQConnectionFactory rdma = RdmaConnectionFactories.create("rdma://" + host + ":61700")) {
-            for (ActiveMQConnectionFactory cf : new ActiveMQConnectionFactory[] {tcp, rdma}) {
-                // JIT and broker warm-up, not reported
-                throughput(cf, "warmup", new Scenario(false, 1), Math.min(3, settings.throughputSeconds), meter);
-            }
+             ActiveMQConnectionFactory rdma = RdmaConnectionFactories.create("rdma://" + host + ":61700");
+             // one idle connection each for the whole run, as a long-lived client holds: the RDMA client's transport
+             // (its completion loop, registered send and receive memory) then lives across phases instead of being
+             // built again for each, as Netty's client event loops (JVM-wide) do anyway
+             Connection tcpKeeper = tcp.createConnection();
+             Connection rdmaKeeper = rdma.createConnection()) {
+            warmUp(tcp, rdma, settings, meter);
             for (boolean persistent : settings.deliveries) {
                 for (int pairs : settings.pairs) {
                     Scenario scenario = new Scenario(persistent, pairs);
@@ -185,7 +200,9 @@ public final class ArtemisTransportBenchmark {
                             ActiveMQConnectionFactory cf = name.equals("tcp") ? tcp : rdma;
                             String queue = scenario.delivery() + pairs + "." + name + round;
                             long t0 = System.currentTimeMillis();
+                            ClientCounters before = ClientCounters.read(host);
                             AllOut throughput = throughput(cf, queue, scenario, settings.throughputSeconds, meter);
+                            ClientCounters counters = ClientCounters.read(host).minus(before);
                             long t1 = System.currentTimeMillis();
                             double[] latency = new double[1];
                             Histogram histogram = fixedRate(cf, queue + ".lat", scenario, settings.rate,
@@ -194,11 +211,12 @@ public final class ArtemisTransportBenchmark {
                             PHASES.add(new Phase(name, scenario, round, "throughput", t0, t1));
                             PHASES.add(new Phase(name, scenario, round, "latency", t1, t2));
                             results.add(new Figures(name, scenario, round, throughput.messagesPerSecond,
-                                    throughput.cpuMicrosPerMessage, histogram, latency[0], throughput.threads));
-                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg; @%d/s p50 "
-                                    + "%.0f us, p99 %.0f us, p99.9 %.0f us, CPU %.0f %% of a core%n",
+                                    throughput.cpuMicrosPerMessage, histogram, latency[0], throughput.threads,
+                                    throughput.messages, counters));
+                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg, JIT %d ms; "
+                                    + "@%d/s p50 %.0f us, p99 %.0f us, p99.9 %.0f us, CPU %.0f %% of a core%n",
                                     scenario.label(), name, round, throughput.messagesPerSecond,
-                                    throughput.cpuMicrosPerMessage, settings.rate,
+                                    throughput.cpuMicrosPerMessage, throughput.threads.jitMillis(), settings.rate,
                                     histogram.getValueAtPercentile(50) / 1000.0,
                                     histogram.getValueAtPercentile(99) / 1000.0,
                                     histogram.getValueAtPercentile(99.9) / 1000.0, latency[0]);
@@ -369,7 +387,7 @@ public final class ArtemisTransportBenchmark {
             }
             long total = Arrays.stream(received).sum();
             long end = Arrays.stream(lastReceived).max().orElse(start);
-            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage);
+            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage, total);
         } finally {
             Pair.closeAll(pairs);
         }
@@ -450,7 +468,81 @@ public final class ArtemisTransportBenchmark {
     }
 
     /** What one all-out phase achieved, and the CPU it cost (all the benchmark's processes), by thread. */
-    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads) {
+    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads, long messages) {
+    }
+
+    /**
+     * Until the JIT has settled: under the lab's emulation both JVMs compile for minutes, and compiling took a core
+     * or more through every phase of the first runs (rounds of one run differed by up to 4x). All-out phases of every
+     * scenario, TCP and RDMA alternating, until a TCP/RDMA pair of them spent at most {@value #SETTLED_JIT_SHARE} of
+     * its time compiling (both JVMs' compilers together), after every scenario ran once; {@code WARMUP_SECONDS} at
+     * most.
+     */
+    private static void warmUp(ActiveMQConnectionFactory tcp, ActiveMQConnectionFactory rdma, Settings settings,
+                               CpuMeter meter) throws Exception {
+        List<Scenario> scenarios = settings.scenarios();
+        long start = System.nanoTime();
+        long deadline = start + TimeUnit.SECONDS.toNanos(settings.warmupSeconds);
+        for (int i = 0; ; i++) {
+            Scenario scenario = scenarios.get(i % scenarios.size());
+            long jitMillis = 0;
+            long pairStart = System.nanoTime();
+            StringBuilder rates = new StringBuilder();
+            for (ActiveMQConnectionFactory cf : new ActiveMQConnectionFactory[] {tcp, rdma}) {
+                AllOut a = throughput(cf, "warmup" + i + (cf == tcp ? "tcp" : "rdma"), scenario, WARMUP_PHASE_SECONDS,
+                        meter);
+                jitMillis += a.threads.jitMillis();
+                rates.append(rates.length() == 0 ? "" : " / ").append(Math.round(a.messagesPerSecond));
+            }
+            double share = jitMillis / (TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - pairStart) + 1.0);
+            System.out.printf(Locale.ROOT, "warm-up %d (%s): TCP / RDMA %s msg/s, JIT compiling %.0f %% of the time%n",
+                    i, scenario.label(), rates, 100 * share);
+            if (i + 1 >= scenarios.size() && share <= SETTLED_JIT_SHARE) {
+                System.out.printf(Locale.ROOT, "warm-up: the JIT settled after %.0f s%n",
+                        (System.nanoTime() - start) / 1e9);
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                System.out.printf(Locale.ROOT, "warm-up: WARMUP_SECONDS (%d) passed before the JIT settled; measuring "
+                        + "anyway (see JIT per round)%n", settings.warmupSeconds);
+                return;
+            }
+        }
+    }
+
+    private static final double WARMUP_PHASE_SECONDS = 4;
+    private static final double SETTLED_JIT_SHARE = 0.15;
+
+    /** The RDMA client transport's counters ({@link RdmaClientMetrics}), to say what one phase made it do. */
+    record ClientCounters(long framesSent, long framesReceived, long completions, long creditStalls, long wakeUps,
+                          long blocks, long spins, long spinHits, long loopCpuNanos) {
+
+        static ClientCounters read(String host) {
+            RdmaTransportMetricsMXBean m = RdmaClientMetrics.counters(host + ":61700");
+            if (m == null) {
+                return new ClientCounters(0, 0, 0, 0, 0, 0, 0, 0, 0);
+            }
+            return new ClientCounters(m.getFramesSent(), m.getFramesReceived(), m.getCompletions(),
+                    m.getCreditStalls(), m.getLoopWakeUps(), m.getLoopBlocks(), m.getLoopSpins(), m.getLoopSpinHits(),
+                    m.getLoopCpuNanos());
+        }
+
+        ClientCounters minus(ClientCounters o) {
+            return new ClientCounters(framesSent - o.framesSent, framesReceived - o.framesReceived,
+                    completions - o.completions, creditStalls - o.creditStalls, wakeUps - o.wakeUps,
+                    blocks - o.blocks, spins - o.spins, spinHits - o.spinHits, loopCpuNanos - o.loopCpuNanos);
+        }
+
+        static ClientCounters sum(List<ClientCounters> all) {
+            ClientCounters s = new ClientCounters(0, 0, 0, 0, 0, 0, 0, 0, 0);
+            for (ClientCounters c : all) {
+                s = new ClientCounters(s.framesSent + c.framesSent, s.framesReceived + c.framesReceived,
+                        s.completions + c.completions, s.creditStalls + c.creditStalls, s.wakeUps + c.wakeUps,
+                        s.blocks + c.blocks, s.spins + c.spins, s.spinHits + c.spinHits,
+                        s.loopCpuNanos + c.loopCpuNanos);
+            }
+            return s;
+        }
     }
 
     /**
@@ -482,7 +574,8 @@ public final class ArtemisTransportBenchmark {
             ThreadCpu.Usage remote = BenchBrokerMain.parse(broker.await("USAGE", 60), "broker: ");
             Map<String, Long> clients = new HashMap<>();
             local.byGroup().forEach((g, n) -> clients.put("client: " + g, n));
-            return ThreadCpu.Usage.sum(List.of(new ThreadCpu.Usage(clients, local.processNanos()), remote));
+            return ThreadCpu.Usage.sum(List.of(new ThreadCpu.Usage(clients, local.processNanos(),
+                    local.jitMillis()), remote));
         }
     }
 
@@ -594,8 +687,18 @@ public final class ArtemisTransportBenchmark {
             line.append(String.format(Locale.ROOT, "%n    %7.1f  %s", e.getValue() / 1000.0 / messages, e.getKey()));
         }
         System.out.printf(Locale.ROOT, "  CPU by thread, all-out, %s (us per message; process %.1f, unattributed "
-                + "%.1f):%s%n", transport.equals("tcp") ? "Netty TCP" : "RDMA", usage.processNanos() / 1000.0 / messages,
-                (usage.processNanos() - usage.attributed()) / 1000.0 / messages, line);
+                + "%.1f (JIT compiling %d ms, GC)):%s%n", transport.equals("tcp") ? "Netty TCP" : "RDMA",
+                usage.processNanos() / 1000.0 / messages, (usage.processNanos() - usage.attributed()) / 1000.0
+                        / messages, usage.jitMillis(), line);
+        if (transport.equals("rdma")) {
+            ClientCounters k = ClientCounters.sum(rounds.stream().map(Figures::counters).toList());
+            double n = rounds.stream().mapToLong(Figures::messages).sum();
+            System.out.printf(Locale.ROOT, "  RDMA client transport, all-out, per message: %.2f frames sent, %.2f "
+                    + "received, %.2f completions, %.3f credit stalls; its loop: %.2f wake-ups, %.2f blocks, %.2f "
+                    + "spins (%.0f %% caught a completion), %.1f us CPU%n", k.framesSent / n, k.framesReceived / n,
+                    k.completions / n, k.creditStalls / n, k.wakeUps / n, k.blocks / n, k.spins / n,
+                    k.spins == 0 ? 0 : 100.0 * k.spinHits / k.spins, k.loopCpuNanos / 1000.0 / n);
+        }
     }
 
     /** One line per scenario, RDMA/TCP ratios only, with the targets. */

@@ -13,7 +13,7 @@ import java.util.Map;
  * on the same host, persistence on. A separate JVM, so that the broker's transport (its completion loops) is not the
  * clients' transport too, as it would be in one JVM (one transport per JVM and settings), and so that each side's
  * CPU can be told apart. Commands on stdin: {@code mark} (answers {@code MARKED}) and {@code usage} (answers one
- * {@code USAGE} line: the process's CPU nanoseconds since the mark, then a tab-separated {@code nanos name} per
+ * {@code USAGE} line: the process's CPU nanoseconds and the JIT's compile milliseconds since the mark, then a tab-separated {@code nanos name} per
  * thread group, see {@link ThreadCpu}); {@code exit} or the end of stdin stops the broker and the JVM.
  *
  * <p>Arguments: host rdmaPort tcpPort.
@@ -47,7 +47,8 @@ public final class BenchBrokerMain {
     }
 
     static String format(ThreadCpu.Usage usage) {
-        StringBuilder b = new StringBuilder("USAGE ").append(usage.processNanos());
+        StringBuilder b = new StringBuilder("USAGE ").append(usage.processNanos()).append(' ')
+                .append(usage.jitMillis());
         for (Map.Entry<String, Long> e : usage.byGroup().entrySet()) {
             b.append('\t').append(e.getValue()).append(' ').append(e.getKey().replace('\t', ' '));
         }
@@ -57,12 +58,14 @@ public final class BenchBrokerMain {
     /** The inverse of {@link #format}; each group's name gets {@code prefix}. */
     static ThreadCpu.Usage parse(String line, String prefix) {
         String[] fields = line.split("\t");
-        long process = Long.parseLong(fields[0].substring("USAGE ".length()).trim());
+        String[] head = fields[0].split(" ");
+        long process = Long.parseLong(head[1]);
+        long jit = Long.parseLong(head[2]);
         Map<String, Long> byGroup = new java.util.HashMap<>();
         for (int i = 1; i < fields.length; i++) {
             int space = fields[i].indexOf(' ');
             byGroup.put(prefix + fields[i].substring(space + 1), Long.parseLong(fields[i].substring(0, space)));
         }
-        return new ThreadCpu.Usage(byGroup, process);
+        return new ThreadCpu.Usage(byGroup, process, jit);
     }
 }

@@ -53,11 +53,12 @@ final class ThreadCpu {
         }
         Map<String, Long> ended = new HashMap<>();
         ENDED.forEach((g, n) -> ended.put(g, n.sum()));
-        return new Snapshot(threads, ended, processCpuNanos());
+        return new Snapshot(threads, ended, processCpuNanos(), ManagementFactory.getCompilationMXBean()
+                .getTotalCompilationTime());
     }
 
     /** Per-thread CPU at one instant. */
-    record Snapshot(Map<Long, Object[]> threads, Map<String, Long> ended, long processNanos) {
+    record Snapshot(Map<Long, Object[]> threads, Map<String, Long> ended, long processNanos, long jitMillis) {
 
         Usage since(Snapshot before) {
             Map<String, Long> byGroup = new HashMap<>();
@@ -74,21 +75,26 @@ final class ThreadCpu {
                     byGroup.merge(g, delta, Long::sum);
                 }
             });
-            return new Usage(byGroup, processNanos - before.processNanos);
+            return new Usage(byGroup, processNanos - before.processNanos, jitMillis - before.jitMillis);
         }
     }
 
-    /** CPU nanoseconds per thread group, and the whole process's over the same time. */
-    record Usage(Map<String, Long> byGroup, long processNanos) {
+    /**
+     * CPU nanoseconds per thread group, the whole process's over the same time, and the time the JIT compilers spent
+     * meanwhile (their threads are not Java threads: part of what is unattributed).
+     */
+    record Usage(Map<String, Long> byGroup, long processNanos, long jitMillis) {
 
         static Usage sum(List<Usage> all) {
             Map<String, Long> byGroup = new HashMap<>();
             long process = 0;
+            long jit = 0;
             for (Usage u : all) {
                 u.byGroup.forEach((g, n) -> byGroup.merge(g, n, Long::sum));
                 process += u.processNanos;
+                jit += u.jitMillis;
             }
-            return new Usage(byGroup, process);
+            return new Usage(byGroup, process, jit);
         }
 
         long attributed() {
