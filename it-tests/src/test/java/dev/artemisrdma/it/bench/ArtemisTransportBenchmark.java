@@ -173,7 +173,7 @@ public final class ArtemisTransportBenchmark {
         LabBroker inProcess = null;
         if (settings.brokerJvm) {
             brokerJvm = ChildJvm.start("artemis-bench-broker", BenchBrokerMain.class, null,
-                    settings.brokerJvmOptions, host, "61700", "61616");
+                    settings.brokerJvmOptions, host, "61700", "61616", System.getenv().getOrDefault("ACCEPTOR_PARAMS", ""));
             brokerJvm.await("READY", 300);
         } else {
             inProcess = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);

@@ -16,7 +16,7 @@ import java.util.Map;
  * {@code USAGE} line: the process's CPU nanoseconds and the JIT's compile milliseconds since the mark, then a tab-separated {@code nanos name} per
  * thread group, see {@link ThreadCpu}); {@code exit} or the end of stdin stops the broker and the JVM.
  *
- * <p>Arguments: host rdmaPort tcpPort.
+ * <p>Arguments: host rdmaPort tcpPort [rdmaParams: {@code key=value;key=value}, added to the RDMA acceptor's].
  */
 public final class BenchBrokerMain {
 
@@ -24,8 +24,18 @@ public final class BenchBrokerMain {
     }
 
     public static void main(String[] args) throws Exception {
+        Map<String, String> rdmaParams = new java.util.LinkedHashMap<>();
+        for (String kv : (args.length > 3 ? args[3] : "").split("[;&]")) {
+            if (!kv.isBlank()) {
+                int eq = kv.indexOf('=');
+                if (eq < 1) {
+                    throw new IllegalArgumentException("ACCEPTOR_PARAMS takes key=value;key=value, got '" + kv + "'");
+                }
+                rdmaParams.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+            }
+        }
         try (LabBroker broker = LabBroker.start(args[0], Integer.parseInt(args[1]),
-                Files.createTempDirectory("bench-broker"), true, Integer.parseInt(args[2]))) {
+                Files.createTempDirectory("bench-broker"), true, Integer.parseInt(args[2]), rdmaParams)) {
             System.out.println("READY pid=" + ProcessHandle.current().pid());
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
