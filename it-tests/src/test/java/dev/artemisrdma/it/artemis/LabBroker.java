@@ -11,6 +11,7 @@ import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.Map;
 
 /**
@@ -40,8 +41,14 @@ public final class LabBroker implements AutoCloseable {
      * Starts {@code config/broker.xml} with {@code ${rdma.host}}/{@code ${rdma.port}} set to the given endpoint.
      * With {@code tcpPort > 0} a Netty TCP acceptor is added on the same host, for side-by-side comparisons.
      */
-    public static synchronized LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort)
+    public static LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort)
             throws Exception {
+        return start(host, port, dataDir, persistent, tcpPort, Map.of());
+    }
+
+    /** As above, with {@code rdmaParams} added to the RDMA acceptor's parameters (transport keys, e.g. for a benchmark). */
+    public static synchronized LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
+                                               Map<String, String> rdmaParams) throws Exception {
         System.setProperty("rdma.host", host);
         System.setProperty("rdma.port", Integer.toString(port));
         try {
@@ -51,6 +58,16 @@ public final class LabBroker implements AutoCloseable {
             deployment.addDeployable(config);
             deployment.readConfiguration();
             writable(config, dataDir, persistent);
+            if (!rdmaParams.isEmpty()) {
+                TransportConfiguration rdma = config.getAcceptorConfigurations().stream()
+                        .filter(a -> "rdma".equals(a.getName())).findFirst()
+                        .orElseThrow(() -> new IllegalStateException("config/broker.xml has no acceptor 'rdma'"));
+                config.getAcceptorConfigurations().remove(rdma);
+                Map<String, Object> params = new HashMap<>(rdma.getParams());
+                params.putAll(rdmaParams);
+                config.addAcceptorConfiguration(new TransportConfiguration(rdma.getFactoryClassName(), params,
+                        rdma.getName()));
+            }
             if (tcpPort > 0) {
                 config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(),
                         Map.of("host", host, "port", tcpPort, "protocols", "CORE"), "tcp"));

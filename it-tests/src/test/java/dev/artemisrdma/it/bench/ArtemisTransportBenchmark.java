@@ -1,7 +1,10 @@
 package dev.artemisrdma.it.bench;
 
+import dev.artemisrdma.artemis.RdmaClientMetrics;
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
+import dev.artemisrdma.artemis.RdmaTransportMetricsMXBean;
 import dev.artemisrdma.it.artemis.LabBroker;
+import dev.artemisrdma.it.bench.scale.ChildJvm;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
@@ -15,18 +18,21 @@ import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.io.PrintWriter;
-import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.ToDoubleFunction;
 
 /**
  * One broker with a Netty TCP acceptor and an RDMA acceptor on the same address; the same JMS workload over each in
@@ -37,8 +43,15 @@ import java.util.concurrent.locks.LockSupport;
  * {@code .hgrm} percentile distribution per scenario and transport into the results folder ({@code
  * RDMA_LAB_RESULTS}), for {@link Charts}.
  *
+ * <p>Rounds alternate TCP and RDMA, so drift within the boot hits both alike; every figure reported is the median of
+ * the rounds with their range, and the RDMA/TCP ratios are also taken round by round (each RDMA round against the
+ * TCP round just before it). Per scenario and transport it also prints which threads used the CPU (thread CPU time
+ * by thread name), and it writes {@code artemis-phases.csv} (when each phase ran, epoch milliseconds) so a flight
+ * recording of the run can be split by transport.
+ *
  * <p>Knobs (environment): {@code DELIVERY} ("nonpersistent persistent"), {@code PAIRS} ("1 16"), {@code ROUNDS}
- * (2), {@code THROUGHPUT_SECONDS} (5), {@code RATE} (200 msg/s in all, split across the pairs), {@code
+ * (3), {@code THROUGHPUT_SECONDS} (5), {@code RATE} (50 msg/s in all, split across the pairs: low enough that the
+ * lab's 2 vCPUs are not saturated, so latency measures the transports rather than queueing), {@code
  * LATENCY_SECONDS} (10).
  */
 public final class ArtemisTransportBenchmark {
@@ -58,7 +71,17 @@ public final class ArtemisTransportBenchmark {
     }
 
     record Settings(List<Boolean> deliveries, List<Integer> pairs, int rounds, double throughputSeconds, int rate,
-                    double latencySeconds) {
+                    double latencySeconds, boolean brokerJvm, List<String> brokerJvmOptions, int warmupSeconds) {
+
+        List<Scenario> scenarios() {
+            List<Scenario> all = new ArrayList<>();
+            for (boolean persistent : deliveries) {
+                for (int p : pairs) {
+                    all.add(new Scenario(persistent, p));
+                }
+            }
+            return all;
+        }
 
         static Settings fromEnvironment() {
             List<Boolean> deliveries = new ArrayList<>();
@@ -73,9 +96,18 @@ public final class ArtemisTransportBenchmark {
             for (String p : words("PAIRS", "1 16")) {
                 pairs.add(positive("PAIRS", p));
             }
-            return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "2")),
-                    Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "200")),
-                    Double.parseDouble(env("LATENCY_SECONDS", "10")));
+            return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "3")),
+                    Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "50")),
+                    Double.parseDouble(env("LATENCY_SECONDS", "10")), brokerJvm(env("JVMS", "2")),
+                    words("BROKER_JVM_OPTS", "-Xmx2g"), positive("WARMUP_SECONDS", env("WARMUP_SECONDS", "150")));
+        }
+
+        private static boolean brokerJvm(String jvms) {
+            if (!jvms.equals("1") && !jvms.equals("2")) {
+                throw new IllegalArgumentException("JVMS takes 2 (broker and clients in JVMs of their own) or 1 (all "
+                        + "in one), got '" + jvms + "'");
+            }
+            return jvms.equals("2");
         }
 
         private static String env(String name, String fallback) {
@@ -101,9 +133,20 @@ public final class ArtemisTransportBenchmark {
     }
 
     /** One round of one scenario over one transport. */
-    record Figures(String transport, Scenario scenario, double messagesPerSecond, double cpuMicrosPerMessage,
-                   Histogram latency, double cpuPercentAtRate) {
+    record Figures(String transport, Scenario scenario, int round, double messagesPerSecond,
+                   double cpuMicrosPerMessage, Histogram latency, double cpuPercentAtRate, ThreadCpu.Usage threads,
+                   long messages, ClientCounters counters) {
+
+        double percentileMicros(double p) {
+            return latency.getValueAtPercentile(p) / 1000.0;
+        }
     }
+
+    /** When one phase of one round ran (wall clock), to split a flight recording of the run by transport. */
+    record Phase(String transport, Scenario scenario, int round, String name, long startMillis, long endMillis) {
+    }
+
+    private static final List<Phase> PHASES = new ArrayList<>();
 
     private ArtemisTransportBenchmark() {
     }
@@ -126,13 +169,29 @@ public final class ArtemisTransportBenchmark {
         Path out = Path.of(System.getenv().getOrDefault("RDMA_LAB_RESULTS", "."));
         List<Figures> results = new ArrayList<>();
         // persistence on: durable messages go through the journal; non-persistent ones never touch it
-        try (LabBroker broker = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);
+        ChildJvm brokerJvm = null;
+        LabBroker inProcess = null;
+        if (settings.brokerJvm) {
+            brokerJvm = ChildJvm.start("artemis-bench-broker", BenchBrokerMain.class, null,
+                    settings.brokerJvmOptions, host, "61700", "61616", System.getenv().getOrDefault("ACCEPTOR_PARAMS", ""));
+            brokerJvm.await("READY", 300);
+        } else {
+            inProcess = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);
+        }
+        CpuMeter meter = new CpuMeter(brokerJvm);
+        System.out.println("artemis-bench: " + (settings.brokerJvm ? "broker and clients in JVMs of their own"
+                : "broker and clients in one JVM (sharing one RDMA transport)") + ", " + settings.rounds + " rounds, "
+                + settings.throughputSeconds + " s all-out, " + settings.rate + " msg/s for " + settings.latencySeconds
+                + " s");
+        try (AutoCloseable broker = settings.brokerJvm ? brokerJvm : inProcess;
              ActiveMQConnectionFactory tcp = new ActiveMQConnectionFactory("tcp://" + host + ":61616");
-             ActiveMQConnectionFactory rdma = RdmaConnectionFactories.create("rdma://" + host + ":61700")) {
-            for (ActiveMQConnectionFactory cf : new ActiveMQConnectionFactory[] {tcp, rdma}) {
-                // JIT and broker warm-up, not reported
-                throughput(cf, "warmup", new Scenario(false, 1), Math.min(3, settings.throughputSeconds));
-            }
+             ActiveMQConnectionFactory rdma = RdmaConnectionFactories.create("rdma://" + host + ":61700");
+             // one idle connection each for the whole run, as a long-lived client holds: the RDMA client's transport
+             // (its completion loop, registered send and receive memory) then lives across phases instead of being
+             // built again for each, as Netty's client event loops (JVM-wide) do anyway
+             Connection tcpKeeper = tcp.createConnection();
+             Connection rdmaKeeper = rdma.createConnection()) {
+            warmUp(tcp, rdma, settings, meter);
             for (boolean persistent : settings.deliveries) {
                 for (int pairs : settings.pairs) {
                     Scenario scenario = new Scenario(persistent, pairs);
@@ -140,31 +199,42 @@ public final class ArtemisTransportBenchmark {
                         for (String name : new String[] {"tcp", "rdma"}) {
                             ActiveMQConnectionFactory cf = name.equals("tcp") ? tcp : rdma;
                             String queue = scenario.delivery() + pairs + "." + name + round;
-                            double[] throughput = throughput(cf, queue, scenario, settings.throughputSeconds);
+                            long t0 = System.currentTimeMillis();
+                            ClientCounters before = ClientCounters.read(host);
+                            AllOut throughput = throughput(cf, queue, scenario, settings.throughputSeconds, meter);
+                            ClientCounters counters = ClientCounters.read(host).minus(before);
+                            long t1 = System.currentTimeMillis();
                             double[] latency = new double[1];
                             Histogram histogram = fixedRate(cf, queue + ".lat", scenario, settings.rate,
-                                    settings.latencySeconds, latency);
-                            results.add(new Figures(name, scenario, throughput[0], throughput[1], histogram,
-                                    latency[0]));
-                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg, p50 %.0f us%n",
-                                    scenario.label(), name, round, throughput[0], throughput[1],
-                                    histogram.getValueAtPercentile(50) / 1000.0);
+                                    settings.latencySeconds, latency, meter);
+                            long t2 = System.currentTimeMillis();
+                            PHASES.add(new Phase(name, scenario, round, "throughput", t0, t1));
+                            PHASES.add(new Phase(name, scenario, round, "latency", t1, t2));
+                            results.add(new Figures(name, scenario, round, throughput.messagesPerSecond,
+                                    throughput.cpuMicrosPerMessage, histogram, latency[0], throughput.threads,
+                                    throughput.messages, counters));
+                            System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg, JIT %d ms; "
+                                    + "@%d/s p50 %.0f us, p99 %.0f us, p99.9 %.0f us, CPU %.0f %% of a core%n",
+                                    scenario.label(), name, round, throughput.messagesPerSecond,
+                                    throughput.cpuMicrosPerMessage, throughput.threads.jitMillis(), settings.rate,
+                                    histogram.getValueAtPercentile(50) / 1000.0,
+                                    histogram.getValueAtPercentile(99) / 1000.0,
+                                    histogram.getValueAtPercentile(99.9) / 1000.0, latency[0]);
                         }
                     }
                 }
             }
         }
-        List<Figures[]> best = new ArrayList<>();
+        List<Comparison> comparisons = new ArrayList<>();
         for (boolean persistent : settings.deliveries) {
             for (int pairs : settings.pairs) {
-                Scenario scenario = new Scenario(persistent, pairs);
-                Figures[] pair = {best(results, scenario, "tcp"), best(results, scenario, "rdma")};
-                print(pair[0], pair[1], settings);
-                best.add(pair);
+                Comparison c = Comparison.of(results, new Scenario(persistent, pairs));
+                print(c, settings);
+                comparisons.add(c);
             }
         }
-        printSummary(best, settings);
-        write(out, best, settings);
+        printSummary(comparisons, settings);
+        write(out, comparisons, settings);
         System.exit(0);
     }
 
@@ -243,8 +313,8 @@ public final class ArtemisTransportBenchmark {
      * confirmation) lets it; each consumer drains everything its producer sent. Returns {msgs/s end to end, CPU
      * microseconds of this process per message}.
      */
-    static double[] throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds)
-            throws Exception {
+    static AllOut throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds,
+                             CpuMeter meter) throws Exception {
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
             int n = pairs.size();
@@ -255,7 +325,7 @@ public final class ArtemisTransportBenchmark {
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
             byte[] body = new byte[SIZE];
-            long cpuStart = processCpuNanos();
+            meter.mark();
             long start = System.nanoTime();
             long deadline = start + (long) (seconds * 1e9);
             for (int i = 0; i < n; i++) {
@@ -274,6 +344,8 @@ public final class ArtemisTransportBenchmark {
                         }
                     } catch (Exception e) {
                         failure.compareAndSet(null, e);
+                    } finally {
+                        ThreadCpu.recordEndingThread();
                     }
                 }, "bench-producer-" + p));
                 threads.add(new Thread(() -> {
@@ -300,6 +372,8 @@ public final class ArtemisTransportBenchmark {
                         lastReceived[p] = lastArrival;
                     } catch (Exception e) {
                         failure.compareAndSet(null, e);
+                    } finally {
+                        ThreadCpu.recordEndingThread();
                     }
                 }, "bench-consumer-" + p));
             }
@@ -307,13 +381,13 @@ public final class ArtemisTransportBenchmark {
             for (Thread t : threads) {
                 t.join();
             }
-            long cpu = processCpuNanos() - cpuStart;
+            ThreadCpu.Usage usage = meter.usage();
             if (failure.get() != null) {
                 throw failure.get();
             }
             long total = Arrays.stream(received).sum();
             long end = Arrays.stream(lastReceived).max().orElse(start);
-            return new double[] {total / ((end - start) / 1e9), cpu / 1000.0 / total};
+            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage, total);
         } finally {
             Pair.closeAll(pairs);
         }
@@ -325,7 +399,7 @@ public final class ArtemisTransportBenchmark {
      * CPU this process used meanwhile, in percent of one core.
      */
     static Histogram fixedRate(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, int rate,
-                               double seconds, double[] cpuPercent) throws Exception {
+                               double seconds, double[] cpuPercent, CpuMeter meter) throws Exception {
         Histogram all = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
@@ -335,7 +409,7 @@ public final class ArtemisTransportBenchmark {
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
             byte[] body = new byte[SIZE];
-            long cpuStart = processCpuNanos();
+            meter.mark();
             long start = System.nanoTime();
             for (int i = 0; i < n; i++) {
                 int p = i;
@@ -383,7 +457,7 @@ public final class ArtemisTransportBenchmark {
                 t.join();
             }
             long elapsed = System.nanoTime() - start;
-            cpuPercent[0] = 100.0 * (processCpuNanos() - cpuStart) / elapsed;
+            cpuPercent[0] = 100.0 * meter.usage().processNanos() / elapsed;
             if (failure.get() != null) {
                 throw failure.get();
             }
@@ -393,13 +467,163 @@ public final class ArtemisTransportBenchmark {
         }
     }
 
-    /** CPU time of this whole process (broker, clients, completion loops, Netty), all threads. */
-    static long processCpuNanos() {
-        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
-                .getProcessCpuTime();
+    /** What one all-out phase achieved, and the CPU it cost (all the benchmark's processes), by thread. */
+    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads, long messages) {
+    }
+
+    /**
+     * Until the JIT has settled: under the lab's emulation both JVMs compile for minutes, and compiling took a core
+     * or more through every phase of the first runs (rounds of one run differed by up to 4x). All-out phases of every
+     * scenario, TCP and RDMA alternating, until a TCP/RDMA pair of them spent at most {@value #SETTLED_JIT_SHARE} of
+     * its time compiling (both JVMs' compilers together), after every scenario ran once; {@code WARMUP_SECONDS} at
+     * most.
+     */
+    private static void warmUp(ActiveMQConnectionFactory tcp, ActiveMQConnectionFactory rdma, Settings settings,
+                               CpuMeter meter) throws Exception {
+        List<Scenario> scenarios = settings.scenarios();
+        long start = System.nanoTime();
+        long deadline = start + TimeUnit.SECONDS.toNanos(settings.warmupSeconds);
+        for (int i = 0; ; i++) {
+            Scenario scenario = scenarios.get(i % scenarios.size());
+            long jitMillis = 0;
+            long pairStart = System.nanoTime();
+            StringBuilder rates = new StringBuilder();
+            for (ActiveMQConnectionFactory cf : new ActiveMQConnectionFactory[] {tcp, rdma}) {
+                AllOut a = throughput(cf, "warmup" + i + (cf == tcp ? "tcp" : "rdma"), scenario, WARMUP_PHASE_SECONDS,
+                        meter);
+                jitMillis += a.threads.jitMillis();
+                rates.append(rates.length() == 0 ? "" : " / ").append(Math.round(a.messagesPerSecond));
+            }
+            double share = jitMillis / (TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - pairStart) + 1.0);
+            System.out.printf(Locale.ROOT, "warm-up %d (%s): TCP / RDMA %s msg/s, JIT compiling %.0f %% of the time%n",
+                    i, scenario.label(), rates, 100 * share);
+            if (i + 1 >= scenarios.size() && share <= SETTLED_JIT_SHARE) {
+                System.out.printf(Locale.ROOT, "warm-up: the JIT settled after %.0f s%n",
+                        (System.nanoTime() - start) / 1e9);
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                System.out.printf(Locale.ROOT, "warm-up: WARMUP_SECONDS (%d) passed before the JIT settled; measuring "
+                        + "anyway (see JIT per round)%n", settings.warmupSeconds);
+                return;
+            }
+        }
+    }
+
+    private static final double WARMUP_PHASE_SECONDS = 4;
+    private static final double SETTLED_JIT_SHARE = 0.15;
+
+    /** The RDMA client transport's counters ({@link RdmaClientMetrics}), to say what one phase made it do. */
+    record ClientCounters(long framesSent, long framesReceived, long completions, long creditStalls, long wakeUps,
+                          long blocks, long spins, long spinHits, long loopCpuNanos) {
+
+        static ClientCounters read(String host) {
+            RdmaTransportMetricsMXBean m = RdmaClientMetrics.counters(host + ":61700");
+            if (m == null) {
+                return new ClientCounters(0, 0, 0, 0, 0, 0, 0, 0, 0);
+            }
+            return new ClientCounters(m.getFramesSent(), m.getFramesReceived(), m.getCompletions(),
+                    m.getCreditStalls(), m.getLoopWakeUps(), m.getLoopBlocks(), m.getLoopSpins(), m.getLoopSpinHits(),
+                    m.getLoopCpuNanos());
+        }
+
+        ClientCounters minus(ClientCounters o) {
+            return new ClientCounters(framesSent - o.framesSent, framesReceived - o.framesReceived,
+                    completions - o.completions, creditStalls - o.creditStalls, wakeUps - o.wakeUps,
+                    blocks - o.blocks, spins - o.spins, spinHits - o.spinHits, loopCpuNanos - o.loopCpuNanos);
+        }
+
+        static ClientCounters sum(List<ClientCounters> all) {
+            ClientCounters s = new ClientCounters(0, 0, 0, 0, 0, 0, 0, 0, 0);
+            for (ClientCounters c : all) {
+                s = new ClientCounters(s.framesSent + c.framesSent, s.framesReceived + c.framesReceived,
+                        s.completions + c.completions, s.creditStalls + c.creditStalls, s.wakeUps + c.wakeUps,
+                        s.blocks + c.blocks, s.spins + c.spins, s.spinHits + c.spinHits,
+                        s.loopCpuNanos + c.loopCpuNanos);
+            }
+            return s;
+        }
+    }
+
+    /**
+     * The CPU the benchmark's processes use between a mark and now: this JVM's threads and, when the broker has a JVM
+     * of its own, the broker's (asked over its stdin); thread groups then read "client: ..." and "broker: ...".
+     */
+    static final class CpuMeter {
+        private final ChildJvm broker;
+        private ThreadCpu.Snapshot mark;
+
+        CpuMeter(ChildJvm broker) {
+            this.broker = broker;
+        }
+
+        void mark() throws Exception {
+            if (broker != null) {
+                broker.send("mark");
+                broker.await("MARKED", 60);
+            }
+            mark = ThreadCpu.snapshot();
+        }
+
+        ThreadCpu.Usage usage() throws Exception {
+            ThreadCpu.Usage local = ThreadCpu.snapshot().since(mark);
+            if (broker == null) {
+                return local;
+            }
+            broker.send("usage");
+            ThreadCpu.Usage remote = BenchBrokerMain.parse(broker.await("USAGE", 60), "broker: ");
+            Map<String, Long> clients = new HashMap<>();
+            local.byGroup().forEach((g, n) -> clients.put("client: " + g, n));
+            return ThreadCpu.Usage.sum(List.of(new ThreadCpu.Usage(clients, local.processNanos(),
+                    local.jitMillis()), remote));
+        }
     }
 
     // ---------------------------------------------------------------- reporting
+
+    /** The rounds of one scenario over both transports: medians with their ranges, and round-by-round ratios. */
+    record Comparison(Scenario scenario, List<Figures> tcp, List<Figures> rdma) {
+
+        static Comparison of(List<Figures> results, Scenario scenario) {
+            List<Figures> tcp = new ArrayList<>();
+            List<Figures> rdma = new ArrayList<>();
+            for (Figures f : results) {
+                if (f.scenario.equals(scenario)) {
+                    (f.transport.equals("tcp") ? tcp : rdma).add(f);
+                }
+            }
+            return new Comparison(scenario, tcp, rdma);
+        }
+
+        List<Figures> rounds(String transport) {
+            return transport.equals("tcp") ? tcp : rdma;
+        }
+
+        double[] values(String transport, ToDoubleFunction<Figures> figure) {
+            return rounds(transport).stream().mapToDouble(figure).toArray();
+        }
+
+        /** RDMA's figure of each round over TCP's of the same round (TCP ran just before it). */
+        double[] roundRatios(ToDoubleFunction<Figures> figure) {
+            int n = Math.min(tcp.size(), rdma.size());
+            double[] r = new double[n];
+            for (int i = 0; i < n; i++) {
+                r[i] = ratio(figure.applyAsDouble(rdma.get(i)), figure.applyAsDouble(tcp.get(i)));
+            }
+            return r;
+        }
+
+        /** The round whose latency median is the median of the rounds': its distribution is the one written. */
+        Figures medianLatencyRound(String transport) {
+            List<Figures> sorted = new ArrayList<>(rounds(transport));
+            sorted.sort(Comparator.comparingDouble(f -> f.percentileMicros(50)));
+            return sorted.get((sorted.size() - 1) / 2);
+        }
+
+        double median(String transport, ToDoubleFunction<Figures> figure) {
+            return ArtemisTransportBenchmark.median(values(transport, figure));
+        }
+    }
 
     private static final double[] PERCENTILES = {50, 90, 99, 99.9};
 
@@ -407,96 +631,164 @@ public final class ArtemisTransportBenchmark {
         return "p" + (p == (int) p ? Integer.toString((int) p) : Double.toString(p));
     }
 
-    private static void print(Figures tcp, Figures rdma, Settings settings) {
+    static double median(double[] values) {
+        double[] s = values.clone();
+        Arrays.sort(s);
+        int n = s.length;
+        return n == 0 ? Double.NaN : n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    }
+
+    /** "median (min..max)" of the rounds' values. */
+    private static String spread(double[] values, String format) {
+        double[] s = values.clone();
+        Arrays.sort(s);
+        String median = String.format(Locale.ROOT, format, median(s));
+        if (s.length < 2) {
+            return median;
+        }
+        return median + " (" + String.format(Locale.ROOT, format, s[0]) + ".."
+                + String.format(Locale.ROOT, format, s[s.length - 1]) + ")";
+    }
+
+    private static void print(Comparison c, Settings settings) {
         System.out.println();
-        System.out.printf(Locale.ROOT, "Artemis over Netty TCP vs RDMA: 1 KiB JMS messages, %s, one broker (best "
-                + "of %d rounds)%n", tcp.scenario.label(), settings.rounds);
-        System.out.printf(Locale.ROOT, "%-30s %14s %14s %10s%n", "", "Netty TCP", "RDMA", "RDMA/TCP");
-        row("throughput, msg/s", tcp.messagesPerSecond, rdma.messagesPerSecond, "%14.0f");
-        row("CPU per message, us", tcp.cpuMicrosPerMessage, rdma.cpuMicrosPerMessage, "%14.1f");
+        System.out.printf(Locale.ROOT, "Artemis over Netty TCP vs RDMA: 1 KiB JMS messages, %s, one broker; median of "
+                + "%d rounds (lowest..highest); RDMA/TCP taken round by round%n", c.scenario.label(), c.tcp.size());
+        System.out.printf(Locale.ROOT, "%-28s %26s %26s %22s%n", "", "Netty TCP", "RDMA", "RDMA/TCP");
+        row(c, "throughput, msg/s", Figures::messagesPerSecond, "%.0f");
+        row(c, "CPU per message, us", Figures::cpuMicrosPerMessage, "%.1f");
         for (double p : PERCENTILES) {
-            row("latency " + percentileName(p) + ", us @" + settings.rate + "/s",
-                    tcp.latency.getValueAtPercentile(p) / 1000.0, rdma.latency.getValueAtPercentile(p) / 1000.0,
-                    "%14.1f");
+            row(c, "latency " + percentileName(p) + ", us @" + settings.rate + "/s", f -> f.percentileMicros(p),
+                    "%.0f");
         }
-        row("latency max, us", tcp.latency.getMaxValue() / 1000.0, rdma.latency.getMaxValue() / 1000.0, "%14.1f");
-        row("CPU @" + settings.rate + "/s, % of a core", tcp.cpuPercentAtRate, rdma.cpuPercentAtRate, "%14.1f");
+        row(c, "latency max, us", f -> f.latency.getMaxValue() / 1000.0, "%.0f");
+        row(c, "CPU @" + settings.rate + "/s, % of a core", Figures::cpuPercentAtRate, "%.1f");
         System.out.println("(throughput: " + settings.throughputSeconds + " s all-out; latency: send to receive, "
-                + tcp.latency.getTotalCount() + " messages at " + settings.rate + " msg/s in all; CPU: the whole "
-                + "process, broker and clients)");
-    }
-
-    private static void row(String label, double tcp, double rdma, String format) {
-        System.out.printf(Locale.ROOT, "%-30s " + format + " " + format + " %10.2f%n", label, tcp, rdma,
-                tcp == 0 ? 0 : rdma / tcp);
-    }
-
-    /** One line per scenario, RDMA/TCP ratios only: the figures the issue asks for at a glance. */
-    private static void printSummary(List<Figures[]> best, Settings settings) {
-        System.out.println();
-        System.out.println("RDMA/TCP ratios (throughput: higher is better; latency and CPU: lower is better)");
-        System.out.printf(Locale.ROOT, "%-28s %10s %8s %8s %8s %12s%n", "scenario", "throughput", "p50", "p99",
-                "p99.9", "CPU per msg");
-        for (Figures[] f : best) {
-            Histogram t = f[0].latency;
-            Histogram r = f[1].latency;
-            System.out.printf(Locale.ROOT, "%-28s %10.2f %8.2f %8.2f %8.2f %12.2f%n", f[0].scenario.label(),
-                    f[1].messagesPerSecond / f[0].messagesPerSecond,
-                    ratio(r.getValueAtPercentile(50), t.getValueAtPercentile(50)),
-                    ratio(r.getValueAtPercentile(99), t.getValueAtPercentile(99)),
-                    ratio(r.getValueAtPercentile(99.9), t.getValueAtPercentile(99.9)),
-                    f[1].cpuMicrosPerMessage / f[0].cpuMicrosPerMessage);
+                + c.tcp.get(0).latency.getTotalCount() + " messages a round at " + settings.rate + " msg/s in all; "
+                + "CPU: the whole process, broker and clients)");
+        for (String transport : new String[] {"tcp", "rdma"}) {
+            printThreads(c, transport);
         }
+    }
+
+    private static void row(Comparison c, String label, ToDoubleFunction<Figures> figure, String format) {
+        System.out.printf(Locale.ROOT, "%-28s %26s %26s %22s%n", label, spread(c.values("tcp", figure), format),
+                spread(c.values("rdma", figure), format), spread(c.roundRatios(figure), "%.2f"));
+    }
+
+    /** Which threads the all-out phase kept busy, all rounds together, in CPU microseconds per message. */
+    private static void printThreads(Comparison c, String transport) {
+        List<Figures> rounds = c.rounds(transport);
+        ThreadCpu.Usage usage = ThreadCpu.Usage.sum(rounds.stream().map(Figures::threads).toList());
+        double messages = rounds.stream().mapToDouble(f -> f.threads.processNanos() / 1000.0
+                / f.cpuMicrosPerMessage).sum();
+        StringBuilder line = new StringBuilder();
+        for (Map.Entry<String, Long> e : usage.top(8)) {
+            line.append(String.format(Locale.ROOT, "%n    %7.1f  %s", e.getValue() / 1000.0 / messages, e.getKey()));
+        }
+        System.out.printf(Locale.ROOT, "  CPU by thread, all-out, %s (us per message; process %.1f, unattributed "
+                + "%.1f (JIT compiling %d ms, GC)):%s%n", transport.equals("tcp") ? "Netty TCP" : "RDMA",
+                usage.processNanos() / 1000.0 / messages, (usage.processNanos() - usage.attributed()) / 1000.0
+                        / messages, usage.jitMillis(), line);
+        if (transport.equals("rdma")) {
+            ClientCounters k = ClientCounters.sum(rounds.stream().map(Figures::counters).toList());
+            double n = rounds.stream().mapToLong(Figures::messages).sum();
+            System.out.printf(Locale.ROOT, "  RDMA client transport, all-out, per message: %.2f frames sent, %.2f "
+                    + "received, %.2f completions, %.3f credit stalls; its loop: %.2f wake-ups, %.2f blocks, %.2f "
+                    + "spins (%.0f %% caught a completion), %.1f us CPU%n", k.framesSent / n, k.framesReceived / n,
+                    k.completions / n, k.creditStalls / n, k.wakeUps / n, k.blocks / n, k.spins / n,
+                    k.spins == 0 ? 0 : 100.0 * k.spinHits / k.spins, k.loopCpuNanos / 1000.0 / n);
+        }
+    }
+
+    /** One line per scenario, RDMA/TCP ratios only, with the issue's targets. */
+    private static void printSummary(List<Comparison> comparisons, Settings settings) {
+        System.out.println();
+        System.out.println("RDMA/TCP, median of the rounds' ratios (lowest..highest); throughput: higher is better, "
+                + "latency and CPU: lower is better; latency @" + settings.rate + " msg/s");
+        System.out.printf(Locale.ROOT, "%-26s %18s %18s %18s %18s %18s%n", "scenario", "throughput", "p50", "p99",
+                "p99.9", "CPU per msg");
+        for (Comparison c : comparisons) {
+            System.out.printf(Locale.ROOT, "%-26s %18s %18s %18s %18s %18s%n", c.scenario.label(),
+                    spread(c.roundRatios(Figures::messagesPerSecond), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(50)), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(99)), "%.2f"),
+                    spread(c.roundRatios(f -> f.percentileMicros(99.9)), "%.2f"),
+                    spread(c.roundRatios(Figures::cpuMicrosPerMessage), "%.2f"));
+        }
+        System.out.println();
+        System.out.println("issue 11 targets (RDMA/TCP: throughput >= 1.5, median latency <= 0.6), median of the "
+                + "rounds' ratios:");
+        for (Comparison c : comparisons) {
+            double[] throughput = c.roundRatios(Figures::messagesPerSecond);
+            double[] p50 = c.roundRatios(f -> f.percentileMicros(50));
+            System.out.printf(Locale.ROOT, "  %-26s throughput %.2f %s, p50 %.2f %s%n", c.scenario.label(),
+                    median(throughput), verdict(median(throughput) >= 1.5,
+                            Arrays.stream(throughput).allMatch(r -> r >= 1.5)),
+                    median(p50), verdict(median(p50) <= 0.6, Arrays.stream(p50).allMatch(r -> r <= 0.6)));
+        }
+    }
+
+    private static String verdict(boolean median, boolean everyRound) {
+        return median ? (everyRound ? "holds (every round)" : "holds (median, not every round)") : "misses";
     }
 
     private static double ratio(double a, double b) {
         return b == 0 ? 0 : a / b;
     }
 
-    /** artemis-summary.csv (one row per scenario and transport) and one .hgrm distribution each, for Charts. */
-    private static void write(Path out, List<Figures[]> best, Settings settings) throws IOException {
+    /**
+     * artemis-summary.csv (one row per scenario and transport: medians of the rounds, with throughput's and p50's
+     * range), artemis-rounds.csv (every round), artemis-phases.csv (when each phase ran) and one .hgrm distribution
+     * per scenario and transport (the round with the median p50), for Charts.
+     */
+    private static void write(Path out, List<Comparison> comparisons, Settings settings) throws IOException {
         Files.createDirectories(out);
         // the charts' titles carry this day, also when they are drawn again later from a copy of the folder
         Files.writeString(out.resolve(Charts.MEASURED_ON), LocalDate.now(ZoneOffset.UTC) + "\n");
-        try (PrintWriter csv = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-summary.csv")))) {
+        try (PrintWriter csv = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-summary.csv")));
+             PrintWriter rounds = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-rounds.csv")))) {
             csv.println("delivery,pairs,transport,msgs_per_s,cpu_us_per_msg,p50_us,p90_us,p99_us,p999_us,max_us,"
-                    + "rate,cpu_pct_at_rate");
-            for (Figures[] pair : best) {
-                for (Figures f : pair) {
-                    Histogram h = f.latency;
-                    csv.printf(Locale.ROOT, "%s,%d,%s,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f%n",
-                            f.scenario.delivery(), f.scenario.pairs(), f.transport, f.messagesPerSecond,
-                            f.cpuMicrosPerMessage, h.getValueAtPercentile(50) / 1000.0,
-                            h.getValueAtPercentile(90) / 1000.0, h.getValueAtPercentile(99) / 1000.0,
-                            h.getValueAtPercentile(99.9) / 1000.0, h.getMaxValue() / 1000.0, settings.rate,
-                            f.cpuPercentAtRate);
+                    + "rate,cpu_pct_at_rate,rounds,msgs_per_s_min,msgs_per_s_max,p50_us_min,p50_us_max");
+            rounds.println("delivery,pairs,transport,round,msgs_per_s,cpu_us_per_msg,p50_us,p90_us,p99_us,p999_us,"
+                    + "max_us,rate,cpu_pct_at_rate");
+            for (Comparison c : comparisons) {
+                for (String transport : new String[] {"tcp", "rdma"}) {
+                    double[] mps = c.values(transport, Figures::messagesPerSecond);
+                    double[] p50 = c.values(transport, f -> f.percentileMicros(50));
+                    csv.printf(Locale.ROOT, "%s,%d,%s,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f,%d,%.0f,%.0f,%.1f,"
+                                    + "%.1f%n", c.scenario.delivery(), c.scenario.pairs(), transport, median(mps),
+                            c.median(transport, Figures::cpuMicrosPerMessage), median(p50),
+                            c.median(transport, f -> f.percentileMicros(90)),
+                            c.median(transport, f -> f.percentileMicros(99)),
+                            c.median(transport, f -> f.percentileMicros(99.9)),
+                            c.median(transport, f -> f.latency.getMaxValue() / 1000.0), settings.rate,
+                            c.median(transport, Figures::cpuPercentAtRate), mps.length,
+                            Arrays.stream(mps).min().orElse(0), Arrays.stream(mps).max().orElse(0),
+                            Arrays.stream(p50).min().orElse(0), Arrays.stream(p50).max().orElse(0));
+                    for (Figures f : c.rounds(transport)) {
+                        rounds.printf(Locale.ROOT, "%s,%d,%s,%d,%.0f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%.1f%n",
+                                c.scenario.delivery(), c.scenario.pairs(), transport, f.round, f.messagesPerSecond,
+                                f.cpuMicrosPerMessage, f.percentileMicros(50), f.percentileMicros(90),
+                                f.percentileMicros(99), f.percentileMicros(99.9), f.latency.getMaxValue() / 1000.0,
+                                settings.rate, f.cpuPercentAtRate);
+                    }
                     Path hgrm = out.resolve(String.format(Locale.ROOT, "artemis-latency-%s-%d-%s.hgrm",
-                            f.scenario.delivery(), f.scenario.pairs(), f.transport));
+                            c.scenario.delivery(), c.scenario.pairs(), transport));
                     try (PrintStream ps = new PrintStream(Files.newOutputStream(hgrm), false, "UTF-8")) {
-                        h.outputPercentileDistribution(ps, 1000.0); // microseconds
+                        c.medianLatencyRound(transport).latency.outputPercentileDistribution(ps, 1000.0); // us
                     }
                 }
             }
         }
-        System.out.println("artemis-bench: summary and latency distributions in " + out.toAbsolutePath());
-    }
-
-    /** The round with the higher throughput (with its CPU per message), and the latency with the lower median. */
-    private static Figures best(List<Figures> results, Scenario scenario, String transport) {
-        Figures fastest = null;
-        Figures calmest = null;
-        for (Figures f : results) {
-            if (!f.transport.equals(transport) || !f.scenario.equals(scenario)) {
-                continue;
-            }
-            if (fastest == null || f.messagesPerSecond > fastest.messagesPerSecond) {
-                fastest = f;
-            }
-            if (calmest == null || f.latency.getValueAtPercentile(50) < calmest.latency.getValueAtPercentile(50)) {
-                calmest = f;
+        try (PrintWriter phases = new PrintWriter(Files.newBufferedWriter(out.resolve("artemis-phases.csv")))) {
+            phases.println("delivery,pairs,transport,round,phase,start_epoch_ms,end_epoch_ms");
+            for (Phase p : PHASES) {
+                phases.printf(Locale.ROOT, "%s,%d,%s,%d,%s,%d,%d%n", p.scenario.delivery(), p.scenario.pairs(),
+                        p.transport, p.round, p.name, p.startMillis, p.endMillis);
             }
         }
-        return new Figures(transport, scenario, fastest.messagesPerSecond, fastest.cpuMicrosPerMessage,
-                calmest.latency, calmest.cpuPercentAtRate);
+        System.out.println("artemis-bench: summary, rounds, phases and latency distributions in "
+                + out.toAbsolutePath());
     }
 }

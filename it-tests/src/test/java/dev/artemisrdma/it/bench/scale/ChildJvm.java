@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * are queued for {@link #await} and written to {@code NAME.log} in the lab's results folder (errors, the first 20,
  * are echoed too: the lab's serial console is slow).
  */
-final class ChildJvm implements AutoCloseable {
+public final class ChildJvm implements AutoCloseable {
 
     private final String name;
     private final Process process;
@@ -54,7 +54,7 @@ final class ChildJvm implements AutoCloseable {
     }
 
     /** Starts {@code main} with {@code jvmOptions} and {@code args}; {@code classPathPrefix} (may be null) goes first. */
-    static ChildJvm start(String name, Class<?> main, String classPathPrefix, List<String> jvmOptions,
+    public static ChildJvm start(String name, Class<?> main, String classPathPrefix, List<String> jvmOptions,
                           String... args) throws IOException {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -71,7 +71,7 @@ final class ChildJvm implements AutoCloseable {
         return new ChildJvm(name, new ProcessBuilder(command).redirectErrorStream(true).start(), log);
     }
 
-    long pid() {
+    public long pid() {
         return process.pid();
     }
 
@@ -79,13 +79,13 @@ final class ChildJvm implements AutoCloseable {
         return name;
     }
 
-    void send(String command) throws IOException {
+    public void send(String command) throws IOException {
         stdin.write(command + "\n");
         stdin.flush();
     }
 
     /** The next line starting with {@code prefix}; fails on timeout or when the process ended. */
-    String await(String prefix, long timeoutSeconds) throws InterruptedException {
+    public String await(String prefix, long timeoutSeconds) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
         while (true) {
             long left = deadline - System.nanoTime();
@@ -116,7 +116,7 @@ final class ChildJvm implements AutoCloseable {
     }
 
     /** Waits for the process to end by itself; kills it after {@code timeoutSeconds}. True when it ended itself. */
-    boolean awaitExit(long timeoutSeconds) throws InterruptedException {
+    public boolean awaitExit(long timeoutSeconds) throws InterruptedException {
         if (process.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
             return true;
         }
