@@ -266,14 +266,23 @@ final class SendSide {
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
-        int header = headerBase + slot * SendRing.HEADER_STRIDE;
         // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream
         int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
-        FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
-        if (n > 0) {
-            sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+        if (offset == 0 && !inline) {
+            // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an
+            // inline SEND is copied whole at the post anyway). Later fragments keep theirs in the ring: the bytes
+            // before them belong to the fragment before, which may still be in flight.
+            ByteBuffer room = buffer.headroom();
+            FrameHeader.write(room, room.capacity() - FrameHeader.LENGTH, flags, hints, give, lengthOrOffset);
+            sendList.addSge(buffer.address() - FrameHeader.LENGTH, FrameHeader.LENGTH + n, buffer.lkey());
+        } else {
+            int header = headerBase + slot * SendRing.HEADER_STRIDE;
+            FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
+            sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+            if (n > 0) {
+                sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+            }
         }
         countSend(signal, inline);
         if (releaseAfterPost) {
