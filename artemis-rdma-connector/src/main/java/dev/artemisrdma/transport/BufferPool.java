@@ -15,7 +15,8 @@ import org.slf4j.LoggerFactory;
  * <p>Headroom. Every buffer has {@link #HEADROOM} bytes of the same registration in front of it, which no caller
  * sees: a SEND that starts at the buffer's first byte (a whole frame, a first fragment, a pack) gets its frame header
  * written there and leaves as one scatter-gather entry instead of two (header and payload). On rxe every entry of a
- * SEND is a memory-region lookup and a copy of its own in the kernel; the lab's 1 KiB ping-pong is where it showed.
+ * SEND is a memory-region lookup and a copy of its own in the kernel (lab, one boot: a 1 KiB stream 6-12 % faster;
+ * latency unchanged within the lab's noise).
  *
  * <p>Thread-safe: callers allocate from any thread; completion loops free.
  */
