@@ -572,7 +572,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             send.enqueue(frame);
             if (flush) {
-                flushLocked();
+                flushLocked(true);
             }
             send.updateWritability();
         } finally {
@@ -606,7 +606,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             if (state.tearingDown()) {
                 throw closedException();
             }
-            flushLocked();
+            flushLocked(true);
             send.updateWritability();
         } finally {
             lock.unlock();
@@ -764,10 +764,15 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Sends before the connection is established wait in the outbox; a failed post fails the channel. */
     private void flushLocked() {
+        flushLocked(false);
+    }
+
+    /** {@code writer}: a flush the application asked for (write, flush), which may wait behind a SEND in flight. */
+    private void flushLocked(boolean writer) {
         if (!state.sends()) {
             return;
         }
-        FabricException failed = send.flush();
+        FabricException failed = send.flush(writer);
         if (failed != null) {
             failLocked(failed);
         }
