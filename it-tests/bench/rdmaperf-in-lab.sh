@@ -15,7 +15,8 @@ rounds=${ROUNDS:-5}
 port=18515
 lat_iters=${LAT_ITERS:-50000}   # for sizes up to 4 KiB; a tenth for larger ones, whose round trips take 50 times longer
 warmup=${WARMUP:-10000}         # round trips before measuring: the JIT (C2) compiles the data path meanwhile
-bw_iters=${BW_ITERS:-20000}
+bw_iters=${BW_ITERS:-100000}   # for sizes up to 4 KiB, a tenth for larger ones: 20,000 was mostly start-up for both
+                                # tools (ib_send_bw 64 B: 31,600 msg/s at 20,000, 54,100 at 200,000 in one boot)
 
 cpu_file="$out/.perftest-cpu"
 # perftest: server in the background, client to it; prints the result row of the client. The CPU seconds (user and
@@ -47,7 +48,8 @@ clk_tck="$(getconf CLK_TCK)"
 lat_iters_for() { if [ "$1" -le 4096 ]; then echo "$lat_iters"; else echo $((lat_iters / 10)); fi; }
 lat_warmup_for() { if [ "$1" -le 4096 ]; then echo "$warmup"; else echo $((warmup / 10)); fi; }
 lat_row() { perftest ib_send_lat "$1" "$(lat_iters_for "$1")"; }   # bytes iters t_min t_max t_typical t_avg ...
-bw_row() { perftest ib_send_bw "$1" "$bw_iters"; }      # bytes iters bw_peak bw_avg msg_rate
+bw_iters_for() { if [ "$1" -le 4096 ]; then echo "$bw_iters"; else echo $((bw_iters / 10)); fi; }
+bw_row() { perftest ib_send_bw "$1" "$2"; }             # bytes iters bw_peak bw_avg msg_rate
 
 before="$(lat_row 64)"
 typical_before="$(echo "$before" | awk '{print $5}')"
@@ -82,6 +84,8 @@ lowest() { printf '%s\n' "$@" | grep . | sort -g | head -1; }
 
 table="$out/rdmaperf-table.txt"
 cpu_table="$out/rdmaperf-cpu.txt"
+rounds_file="$out/rdmaperf-rounds.txt" # every round's message rate, to judge the spread behind each median
+: > "$rounds_file"
 # machine-readable: one figure a row, read by dev.artemisrdma.it.bench.Charts
 summary="$out/rdmaperf-summary.csv"
 echo "mode,size,tool,metric,value" > "$summary"
@@ -116,15 +120,23 @@ for size in $sizes; do
         ibmin }' >> "$table"
   fi
   [[ " $modes " == *" bw "* ]] || continue
-  bw="$(bw_row $size)"
-  ib_mpps="$(echo "$bw" | awk '{print $5}')"
-  v="$(rdmaperf verbs bw $size $bw_iters)"; t="$(rdmaperf transport bw $size $bw_iters)"
-  echo "$v"; echo "$t"
-  vm="$(field "$v" msgs_per_s)"; tm="$(field "$t" msgs_per_s)"
-  ib_cpu="$(perftest_cpu_us_per_msg $bw_iters)"
-  vc="$(field "$v" cpu_us_per_msg)"; vs="$(field "$v" server_cpu_us_per_msg)"
-  tc="$(field "$t" cpu_us_per_msg)"; ts="$(field "$t" server_cpu_us_per_msg)"
-  csv bw $size ib_send_bw msgs_per_s "$(awk -v m="$ib_mpps" 'BEGIN {printf "%.0f", m * 1e6}')"
+  # rounds of ib_send_bw, verbs, transport, interleaved as for latency (one round swung 3x between runs); the
+  # table shows the median of the rounds for each tool's message rate and CPU per message
+  n="$(bw_iters_for $size)"; w="$(lat_warmup_for $size)"
+  ib_rates=(); ib_cpus=(); vms=(); tms=(); vcs=(); vss=(); tcs=(); tss=()
+  for round in $(seq "$rounds"); do
+    bw="$(bw_row $size $n)"
+    ib_rates+=("$(echo "$bw" | awk '{printf "%.0f", $5 * 1e6}')"); ib_cpus+=("$(perftest_cpu_us_per_msg $n)")
+    v="$(rdmaperf verbs bw $size $n $w)"; t="$(rdmaperf transport bw $size $n $w)"
+    echo "bw round $round: ib_send_bw ${ib_rates[-1]} msg/s"; echo "$v"; echo "$t"
+    vms+=("$(field "$v" msgs_per_s)"); tms+=("$(field "$t" msgs_per_s)")
+    vcs+=("$(field "$v" cpu_us_per_msg)"); vss+=("$(field "$v" server_cpu_us_per_msg)")
+    tcs+=("$(field "$t" cpu_us_per_msg)"); tss+=("$(field "$t" server_cpu_us_per_msg)")
+  done
+  ib_rate="$(median "${ib_rates[@]}")"; vm="$(median "${vms[@]}")"; tm="$(median "${tms[@]}")"
+  ib_cpu="$(median "${ib_cpus[@]}")"
+  vc="$(median "${vcs[@]}")"; vs="$(median "${vss[@]}")"; tc="$(median "${tcs[@]}")"; ts="$(median "${tss[@]}")"
+  csv bw $size ib_send_bw msgs_per_s "$ib_rate"
   csv bw $size verbs msgs_per_s "$vm"; csv bw $size transport msgs_per_s "$tm"
   csv bw $size ib_send_bw cpu_us_per_msg "$ib_cpu"
   csv bw $size verbs cpu_us_per_msg "$(awk -v a="$vc" -v b="$vs" 'BEGIN {printf "%.3f", a + b}')"
@@ -132,11 +144,13 @@ for size in $sizes; do
   awk -v s=$size -v ib="$ib_cpu" -v vc="$vc" -v vs="$vs" -v tc="$tc" -v ts="$ts" 'BEGIN {
     printf "%-8s | %11.2f us | %7.2f us (%6.2f + %6.2f) | %7.2f us (%6.2f + %6.2f)\n", s, ib, vc + vs, vc, vs,
       tc + ts, tc, ts }' >> "$cpu_table"
-  # ratios from message rates (Gb/s at 64 B rounds to 0.01); shown as Mbit/s
-  awk -v s=$size -v mpps="$ib_mpps" -v v="$vm" -v t="$tm" 'BEGIN { ib = mpps * 1e6;
+  # ratios from message rates (Gb/s at 64 B rounds to 0.01); shown as Mbit/s; each rate the median of the rounds
+  awk -v s=$size -v ib="$ib_rate" -v v="$vm" -v t="$tm" 'BEGIN {
     printf "%-8s %-5s | %7.1f Mb/s %7.1f Mb/s %7.1f Mb/s | %10.2f %10.2f | %11.2f | %12s\n", s, "bw",
       ib * s * 8 / 1e6, v * s * 8 / 1e6, t * s * 8 / 1e6, (ib > 0 ? v / ib : 0), (ib > 0 ? t / ib : 0),
       (v > 0 ? t / v : 0), "-" }' >> "$table"
+  echo "bw $size: message rates of the rounds: ib_send_bw ${ib_rates[*]}; verbs ${vms[*]}; transport ${tms[*]}" \
+    >> "$rounds_file"
 done
 kill $server 2>/dev/null
 after="$(lat_row 64)"
@@ -148,6 +162,8 @@ echo "bandwidth: message rates)"
 echo "ib_send_lat 64 B typical before/after: ${typical_before} / ${typical_after} us"
 cat "$table"
 if [[ " $modes " == *" bw "* ]]; then
+  echo
+  cat "$rounds_file"
   echo
   echo "CPU per message streamed (bw), both ends: perftest's two processes over their whole life / iterations;"
   echo "RdmaPerf's client over its measured window + its server over the connection (warmup included) / messages"

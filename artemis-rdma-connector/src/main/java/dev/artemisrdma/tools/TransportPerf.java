@@ -3,6 +3,7 @@ package dev.artemisrdma.tools;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
@@ -56,7 +57,7 @@ final class TransportPerf {
 
     static AutoCloseable listen(Fabric fabric, InetSocketAddress bind) throws FabricException {
         RdmaTransport transport = RdmaTransport.create(fabric, config());
-        RdmaServer server = transport.listen(bind, channel -> new ServerHandler());
+        RdmaServer server = transport.listen(bind, channel -> new ServerHandler(transport));
         return () -> {
             server.close();
             transport.close();
@@ -65,10 +66,18 @@ final class TransportPerf {
 
     /** Echoes every frame (lat) or counts them and acknowledges the last (bw). */
     private static final class ServerHandler implements ChannelHandler {
+        private final RdmaTransport transport;
+        /** The server's loop statistics when this connection opened: what it cost is the difference at close. */
+        private final LoopStats loopsAtOpen;
         private boolean helloSeen;
         private boolean latency;
         private long expected;
         private long received;
+
+        ServerHandler(RdmaTransport transport) {
+            this.transport = transport;
+            this.loopsAtOpen = transport.loopStats();
+        }
 
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
@@ -100,7 +109,9 @@ final class TransportPerf {
 
         @Override
         public void onClosed(RdmaChannel channel, FabricException cause) {
-            // the client went away: nothing to clean up beyond what the transport does
+            // the client went away: what the server's loops did for it goes to the server's log
+            System.out.println("rdmaperf server: " + channel.id() + " " + received + " frames, loop stats "
+                    + LoopDelta.of(loopsAtOpen, transport.loopStats()));
         }
     }
 
@@ -126,6 +137,7 @@ final class TransportPerf {
                     throw new FabricException("run failed: " + client.failure.get());
                 }
                 System.out.println("rdmaperf: transport stats " + TransportStats.of(channel));
+                System.out.println("rdmaperf: loop stats " + LoopDelta.of(LoopStats.NONE, transport.loopStats()));
                 System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
                 return client.result();
             } finally {

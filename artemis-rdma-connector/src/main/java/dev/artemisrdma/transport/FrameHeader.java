@@ -3,8 +3,9 @@ package dev.artemisrdma.transport;
 import java.nio.ByteBuffer;
 
 /**
- * The 8-byte header in front of every SEND (its own scatter-gather entry, so payloads are never copied to make
- * room for it). Big-endian:
+ * The 8-byte header in front of every SEND: written into the send buffer's headroom when the SEND starts at the
+ * buffer's first byte (one scatter-gather entry for header and payload), else into the send ring's header slot (an
+ * entry of its own); payloads are never copied to make room for it. Big-endian:
  *
  * <pre>
  *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye),

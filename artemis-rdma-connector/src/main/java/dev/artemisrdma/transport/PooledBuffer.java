@@ -24,6 +24,8 @@ final class PooledBuffer {
     private final BufferPool.SizeClass owner;
     private final RegisteredMemory dedicated;
     private final ByteBuffer view;
+    /** The {@link BufferPool#HEADROOM} registered bytes right before {@link #view}, for a SEND's frame header. */
+    private final ByteBuffer headroom;
     private final long address;
     private final int lkey;
     /** generation << STATE_BITS | state; the generation advances on every hand-out (a stale lease would have to
@@ -41,12 +43,23 @@ final class PooledBuffer {
         ByteBuffer whole = slab.buffer().duplicate();
         whole.limit(offset + capacity).position(offset);
         this.view = whole.slice();
+        ByteBuffer front = slab.buffer().duplicate();
+        front.limit(offset).position(offset - BufferPool.HEADROOM);
+        this.headroom = front.slice();
         this.address = slab.address() + offset;
         this.lkey = slab.lkey();
     }
 
     ByteBuffer buffer() {
         return view;
+    }
+
+    /**
+     * The registered bytes right before {@link #buffer()}: a SEND from the buffer's first byte writes its frame
+     * header at the end of them, so header and payload are one scatter-gather entry. Never seen by callers.
+     */
+    ByteBuffer headroom() {
+        return headroom;
     }
 
     BufferPool pool() {

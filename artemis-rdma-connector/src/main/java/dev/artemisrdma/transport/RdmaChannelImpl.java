@@ -573,7 +573,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             send.enqueue(frame);
             if (flush) {
                 send.markFlushed();
-                flushLocked();
+                flushLocked(true);
             }
             send.updateWritability();
         } finally {
@@ -608,7 +608,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw closedException();
             }
             send.markFlushed();
-            flushLocked();
+            flushLocked(true);
             send.updateWritability();
         } finally {
             lock.unlock();
@@ -778,10 +778,15 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Sends before the connection is established wait in the outbox; a failed post fails the channel. */
     private void flushLocked() {
+        flushLocked(false);
+    }
+
+    /** {@code writer}: a flush the application asked for (write, flush), which may wait behind a SEND in flight. */
+    private void flushLocked(boolean writer) {
         if (!state.sends()) {
             return;
         }
-        FabricException failed = send.flush();
+        FabricException failed = send.flush(writer);
         if (failed != null) {
             failLocked(failed);
         }

@@ -57,6 +57,14 @@ public final class SendList {
         return this;
     }
 
+    /** Asks a completion of the last request added (it becomes signaled). */
+    public void signalLast() {
+        if (requests == 0) {
+            throw new IllegalStateException("no request to signal");
+        }
+        flags[requests - 1] |= FLAG_SIGNALED;
+    }
+
     public void clear() {
         requests = 0;
         sges = 0;

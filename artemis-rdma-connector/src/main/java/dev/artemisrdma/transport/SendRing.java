@@ -84,6 +84,21 @@ final class SendRing {
     }
 
     /**
+     * Makes the most recent claim signaled if it was not: a writer streaming frames wants a completion to hold its
+     * next flushes behind (see {@link SendSide#flush}). Returns whether it changed anything.
+     */
+    boolean signalLast() {
+        int slot = postSlot == 0 ? capacity - 1 : postSlot - 1;
+        if (outstanding() == 0 || signaled[slot]) {
+            return false;
+        }
+        signaled[slot] = true;
+        signaledOutstanding++;
+        unsignaledRun = 0;
+        return true;
+    }
+
+    /**
      * Takes back the most recent claim after its post failed before reaching the queue pair; returns the buffer
      * it was to release (null if none), which is not released here: earlier posted fragments may point into it.
      */

@@ -64,6 +64,8 @@ final class SendSide {
     volatile long postCalls;
     volatile long framesPacked;
     volatile long packedSends;
+    /** Writer flushes held behind a signaled SEND in flight (see {@link #flush(boolean)}). */
+    volatile long heldFlushes;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -131,9 +133,32 @@ final class SendSide {
      * Posts as much of the outbox's flushed frames as credits and send budget allow, as one list, then a credit frame
      * if credit is owed and no data carried it.
      *
+     * <p>A writer's flush of several frames ({@code writer}) is held back while a signaled SEND is in flight: its
+     * completion makes the completion loop flush ({@link RdmaChannelImpl#endOfBatch}), which posts them then, packed
+     * with whatever the writer queued meanwhile, as one list. So a writer that flushes often cannot turn a stream into
+     * one system call per flush (on rxe each post does the packets' work in the caller: the lab's 1 KiB stream ran at
+     * half speed that way). No timer: the completion comes one round trip after the SEND; and a lone frame (the only
+     * one queued) always leaves at once. A writer's post of several frames asks a completion for its last SEND, so
+     * the flushes that follow it have one to wait behind.
+     *
      * @return why posting failed (the channel must fail), or null
      */
+    FabricException flush(boolean writer) {
+        boolean streaming = writer && outbox.flushable() > 1;
+        if (streaming && ring.signaledOutstanding() > 0) {
+            heldFlushes++;
+            return null;
+        }
+        return postOutbox(streaming);
+    }
+
+    /** As {@link #flush(boolean)} for the completion loop and the channel's own progress: posts what can go. */
     FabricException flush() {
+        return postOutbox(false);
+    }
+
+    /** Builds the list of what can go and posts it; {@code signalLast}: its last SEND asks a completion. */
+    private FabricException postOutbox(boolean signalLast) {
         sendList.clear();
         inlineCount = 0;
         while (outbox.flushable() > 0) {
@@ -159,6 +184,10 @@ final class SendSide {
         }
         if (ring.free() > 0 && credits.creditFrameDue()) {
             addCreditFrame(0);
+        }
+        if (signalLast && !sendList.isEmpty() && ring.signalLast()) {
+            sendList.signalLast();
+            signaledSends++;
         }
         return post();
     }
@@ -271,14 +300,23 @@ final class SendSide {
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
-        int header = headerBase + slot * SendRing.HEADER_STRIDE;
         // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream
         int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
-        FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
-        if (n > 0) {
-            sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+        if (offset == 0 && !inline) {
+            // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an
+            // inline SEND is copied whole at the post anyway). Later fragments keep theirs in the ring: the bytes
+            // before them belong to the fragment before, which may still be in flight.
+            ByteBuffer room = buffer.headroom();
+            FrameHeader.write(room, room.capacity() - FrameHeader.LENGTH, flags, hints, give, lengthOrOffset);
+            sendList.addSge(buffer.address() - FrameHeader.LENGTH, FrameHeader.LENGTH + n, buffer.lkey());
+        } else {
+            int header = headerBase + slot * SendRing.HEADER_STRIDE;
+            FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
+            sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+            if (n > 0) {
+                sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+            }
         }
         countSend(signal, inline);
         if (releaseAfterPost) {

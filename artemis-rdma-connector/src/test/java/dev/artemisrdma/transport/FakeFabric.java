@@ -106,6 +106,9 @@ public final class FakeFabric implements Fabric {
     private volatile int injectedStatus;
     private final AtomicInteger partialSendPost = new AtomicInteger(-1);
     private final AtomicInteger partialRecvPost = new AtomicInteger(-1);
+    /** SENDs posted, by their number of scatter-gather entries (the last cell counts 3 and more). */
+    private final java.util.concurrent.atomic.AtomicLongArray sendsBySges =
+            new java.util.concurrent.atomic.AtomicLongArray(4);
     private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     private volatile boolean receivesPolledBeforeDestroy;
     private volatile boolean stallHandshakes;
@@ -141,6 +144,11 @@ public final class FakeFabric implements Fabric {
 
     public void clearViolations() {
         violations.clear();
+    }
+
+    /** SENDs posted so far (credit frames included) with {@code sges} scatter-gather entries (3: 3 and more). */
+    public long postedSends(int sges) {
+        return sendsBySges.get(Math.min(sges, sendsBySges.length() - 1));
     }
 
     public void assertNoViolations() {
@@ -1282,6 +1290,7 @@ public final class FakeFabric implements Fabric {
                                 + "ENOMEM " + ENOMEM + ")", null, i);
                     }
                     SendWr w = new SendWr(list, i);
+                    sendsBySges.incrementAndGet(Math.min(list.sgeCount(i), sendsBySges.length() - 1));
                     if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
                         w.inlineData = gatherInline(w);
                         if (w.inlineData == null) {

@@ -1,0 +1,79 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A writer's flush of several frames waits behind a signaled SEND in flight and leaves, packed, when it completes
+ * (no timer); a lone frame never waits. Frozen peer: the SEND in flight is neither acknowledged nor completed.
+ */
+class HeldFlushTest {
+
+    private static TransportConfig strict() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
+    }
+
+    private static void writeBurst(RdmaChannel ch, int stream, int from, int count) throws FabricException {
+        for (int i = from; i < from + count; i++) {
+            ch.write(ByteBuffer.wrap(Peers.payload(stream, i, 300)), i == from + count - 1);
+        }
+    }
+
+    @Test
+    void severalFramesFlushedBehindASendInFlightLeaveWhenItCompletes() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.fabric.freeze(c.serverChannel.localAddress());
+            writeBurst(c.client, 1, 0, 3); // posted at once, as one pack whose SEND asks a completion
+            long posted = TransportStats.of(c.client).sendsPosted();
+            assertEquals(1, posted, TransportStats.of(c.client).toString());
+            writeBurst(c.client, 1, 3, 3); // held: the first pack is in flight
+            writeBurst(c.client, 1, 6, 3);
+            Thread.sleep(50);
+            assertEquals(posted, TransportStats.of(c.client).sendsPosted(), "held behind the SEND in flight");
+            c.fabric.thaw(c.serverChannel.localAddress());
+            Peers.await("every frame", 5000, () -> c.serverSide.count() == 9);
+            for (int i = 0; i < 9; i++) {
+                assertEquals(Peers.crc(Peers.payload(1, i, 300)), c.serverSide.crcs.get(i), "frame " + i);
+            }
+            TransportStats s = TransportStats.of(c.client);
+            // the six held frames went together once the first SEND completed
+            assertEquals(2, s.sendsPosted() - s.creditFramesSent(), s.toString());
+            assertEquals(9, s.framesPacked(), s.toString());
+        }
+    }
+
+    @Test
+    void aLoneFrameLeavesAtOnceEvenBehindASendInFlight() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            c.fabric.freeze(c.serverChannel.localAddress());
+            writeBurst(c.client, 2, 0, 2);
+            assertEquals(1, TransportStats.of(c.client).sendsPosted());
+            c.client.write(ByteBuffer.wrap(Peers.payload(2, 2, 300)), true);
+            assertEquals(2, TransportStats.of(c.client).sendsPosted(), "the lone frame was posted at once");
+            c.fabric.thaw(c.serverChannel.localAddress());
+            Peers.await("every frame", 5000, () -> c.serverSide.count() == 3);
+            for (int i = 0; i < 3; i++) {
+                assertEquals(Peers.crc(Peers.payload(2, i, 300)), c.serverSide.crcs.get(i), "frame " + i);
+            }
+        }
+    }
+
+    @Test
+    void aStreamFlushedEveryFewFramesArrivesWholeAndInOrder() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            int total = 5000;
+            for (int i = 0; i < total; i += 4) {
+                writeBurst(c.client, 3, i, 4);
+            }
+            Peers.await("every frame", 20_000, () -> c.serverSide.count() == total);
+            for (int i = 0; i < total; i++) {
+                assertEquals(Peers.crc(Peers.payload(3, i, 300)), c.serverSide.crcs.get(i), "frame " + i);
+            }
+            TransportStats s = TransportStats.of(c.client);
+            assertTrue(s.framesPerDataSend() >= 4, s.toString());
+        }
+    }
+}
