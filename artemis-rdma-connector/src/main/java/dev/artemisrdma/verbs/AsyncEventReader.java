@@ -6,8 +6,9 @@ import java.util.List;
 /**
  * Reads the verbs asynchronous events (ibv_get_async_event) of every device context it watches: their async fds are
  * made non-blocking and waited on together with one poll(2), with an eventfd that {@link #wakeUp} signals, so one
- * thread serves every device, waits long while nothing happens, and can always be stopped at once. Each event is copied and acknowledged (ibv_ack_async_event) at once: an unacknowledged queue pair event
- * would make ibv_destroy_qp wait forever.
+ * thread serves every device, waits long while nothing happens, and can always be stopped at once. Each event is
+ * copied and acknowledged (ibv_ack_async_event) at once: an unacknowledged queue pair event would make
+ * ibv_destroy_qp wait forever.
  *
  * <p>Threading: {@link #poll} is called by one thread; {@link #watch}/{@link #unwatch} by any. A context is read
  * only under this object's lock and only while watched, so a device unwatched here can be closed right after.

@@ -12,6 +12,8 @@ final class EventFd implements AutoCloseable {
     /** Eight bytes: the counter value written by {@link #signal}, then the one {@link #drain} reads into. */
     private final NativeStruct one = new NativeStruct(8);
     private final NativeStruct drained = new NativeStruct(8);
+    /** Two struct pollfd: the watched fd, then this one (used by the one polling thread). */
+    private final NativeStruct pollFds = new NativeStruct(16);
     private boolean closed;
 
     EventFd(String what) throws VerbsException {
@@ -20,6 +22,7 @@ final class EventFd implements AutoCloseable {
             int errno = Errno.last();
             one.close();
             drained.close();
+            pollFds.close();
             throw new VerbsException("eventfd", errno, "for the wake-up of " + what);
         }
         fd = created;
@@ -37,6 +40,18 @@ final class EventFd implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits until {@code watched} is readable, the timeout passes (negative: none) or {@link #signal} (also one that
+     * came before the wait); returns whether {@code watched} is readable. A signal is consumed here. One thread.
+     */
+    boolean awaitReadable(int watched, int timeoutMillis) throws VerbsException {
+        int ready = FileDescriptors.awaitEither(pollFds, watched, fd, timeoutMillis);
+        if ((ready & FileDescriptors.SECOND) != 0) {
+            drain();
+        }
+        return (ready & FileDescriptors.FIRST) != 0;
+    }
+
     /** Resets the counter (poll thread): the fd is not readable again until the next signal. */
     void drain() {
         LibC.read(fd, drained.address(), 8); // EAGAIN when nothing was pending: fine
@@ -51,5 +66,6 @@ final class EventFd implements AutoCloseable {
         LibC.close(fd);
         one.close();
         drained.close();
+        pollFds.close();
     }
 }

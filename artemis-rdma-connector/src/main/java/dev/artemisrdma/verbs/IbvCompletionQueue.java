@@ -15,7 +15,6 @@ public final class IbvCompletionQueue implements AutoCloseable {
     private final int channelFd;
     private final long cq;
     private final int capacity;
-    private final NativeStruct pollFds = new NativeStruct(16);
     private final EventFd wake;
     private final NativeStruct eventCq = new NativeStruct(8);
     private final NativeStruct eventContext = new NativeStruct(8);
@@ -43,16 +42,16 @@ public final class IbvCompletionQueue implements AutoCloseable {
         this.cq = created;
         this.capacity = NativeStruct.readInt(created, Abi.CQ_CQE);
         this.channelFd = NativeStruct.readInt(ch, Abi.COMP_CHANNEL_FD);
-        EventFd created2 = null;
+        EventFd wakeFd = null;
         try {
             FileDescriptors.setNonBlocking(channelFd, "completion channel");
-            created2 = new EventFd("a completion queue on " + device.name());
+            wakeFd = new EventFd("a completion queue on " + device.name());
         } catch (VerbsException e) {
             this.wake = null;
             close();
             throw e;
         }
-        this.wake = created2;
+        this.wake = wakeFd;
     }
 
     public RdmaDevice device() {
@@ -113,11 +112,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
      */
     public boolean awaitNotification(int timeoutMillis) throws VerbsException {
         checkOpen();
-        int ready = FileDescriptors.awaitEither(pollFds, channelFd, wake.fd(), timeoutMillis);
-        if ((ready & FileDescriptors.SECOND) != 0) {
-            wake.drain();
-        }
-        if ((ready & FileDescriptors.FIRST) == 0) {
+        if (!wake.awaitReadable(channelFd, timeoutMillis)) {
             return false;
         }
         if (IbVerbs.ibv_get_cq_event(channel, eventCq.address(), eventContext.address()) != 0) {
@@ -175,7 +170,6 @@ public final class IbvCompletionQueue implements AutoCloseable {
         if (wake != null) {
             wake.close();
         }
-        pollFds.close();
         eventCq.close();
         eventContext.close();
     }

@@ -4,15 +4,14 @@ import com.sun.jna.Pointer;
 
 /**
  * An rdma_cm event channel whose fd is non-blocking and polled with a timeout, or until {@link #wakeUp}, so the
- * thread that waits on it can always be stopped at once. Every event is copied and acknowledged at once: an unacknowledged event would make
- * rdma_destroy_id block forever.
+ * thread that waits on it can always be stopped at once. Every event is copied and acknowledged at once: an
+ * unacknowledged event would make rdma_destroy_id block forever.
  */
 public final class RdmaEventChannel implements AutoCloseable {
 
     private final long channel;
     private final int fd;
     private final NativeStruct eventOut = new NativeStruct(8);
-    private final NativeStruct pollFds = new NativeStruct(16);
     private final EventFd wake;
     private boolean closed;
 
@@ -31,7 +30,6 @@ public final class RdmaEventChannel implements AutoCloseable {
         } catch (VerbsException e) {
             RdmaCm.rdma_destroy_event_channel(channel);
             eventOut.close();
-            pollFds.close();
             throw e;
         }
         wake = w;
@@ -46,14 +44,10 @@ public final class RdmaEventChannel implements AutoCloseable {
         return channel;
     }
 
-    /** Waits up to {@code timeoutMillis} for an event; returns null on timeout or {@link #wakeUp}. One thread at a time. */
+    /** Waits up to {@code timeoutMillis} for an event; null on timeout or {@link #wakeUp}. One thread at a time. */
     public synchronized CmEvent poll(int timeoutMillis) throws VerbsException {
         checkOpen();
-        int ready = FileDescriptors.awaitEither(pollFds, fd, wake.fd(), timeoutMillis);
-        if ((ready & FileDescriptors.SECOND) != 0) {
-            wake.drain();
-        }
-        if ((ready & FileDescriptors.FIRST) == 0) {
+        if (!wake.awaitReadable(fd, timeoutMillis)) {
             return null;
         }
         if (RdmaCm.rdma_get_cm_event(channel, eventOut.address()) != 0) {
@@ -99,6 +93,5 @@ public final class RdmaEventChannel implements AutoCloseable {
         RdmaCm.rdma_destroy_event_channel(channel);
         wake.close();
         eventOut.close();
-        pollFds.close();
     }
 }
