@@ -441,6 +441,14 @@ final class CompletionLoop implements Runnable {
         return blocked;
     }
 
+    /**
+     * Whether the thread is blocked in the long wait of a loop with no deadline running, which only a completion or
+     * a {@link #wake()} ends before {@link #IDLE_AWAIT_MILLIS}: tests that need the loop to stay out of the way.
+     */
+    boolean isBlockedIdle() {
+        return blocked && awaitMillis == IDLE_AWAIT_MILLIS; // awaitMillis is written before the volatile blocked
+    }
+
     /** The spin window the next idle period would use, in ns. */
     long spinWindowNanos() {
         return spinPolicy.window();
