@@ -300,8 +300,11 @@ final class SendSide {
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
-        // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream
-        int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
+        // frames queued behind this one, or this SEND leaves no credit for the next data frame: a pool-granting peer
+        // hears that our window is too small for the stream. The second case is a sender whose frames are each
+        // flushed alone (a JMS producer): none ever queues behind another in one post, yet it stalls each time its
+        // window runs dry
+        int hints = creditGrows && (moreQueued || !credits.maySendData()) ? FrameHeader.HINT_CREDIT_WANTED : 0;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         if (offset == 0 && !inline) {
             // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an
