@@ -25,7 +25,6 @@ import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -572,10 +571,7 @@ public final class ArtemisTransportBenchmark {
             }
             broker.send("usage");
             ThreadCpu.Usage remote = BenchBrokerMain.parse(broker.await("USAGE", 60), "broker: ");
-            Map<String, Long> clients = new HashMap<>();
-            local.byGroup().forEach((g, n) -> clients.put("client: " + g, n));
-            return ThreadCpu.Usage.sum(List.of(new ThreadCpu.Usage(clients, local.processNanos(),
-                    local.jitMillis()), remote));
+            return ThreadCpu.Usage.sum(List.of(local.prefixed("client: "), remote));
         }
     }
 
@@ -684,9 +680,11 @@ public final class ArtemisTransportBenchmark {
                 / f.cpuMicrosPerMessage).sum();
         StringBuilder line = new StringBuilder();
         for (Map.Entry<String, Long> e : usage.top(8)) {
-            line.append(String.format(Locale.ROOT, "%n    %7.1f  %s", e.getValue() / 1000.0 / messages, e.getKey()));
+            line.append(String.format(Locale.ROOT, "%n    %7.1f  (kernel %6.1f)  %s", e.getValue() / 1000.0 / messages,
+                    usage.kernelByGroup().getOrDefault(e.getKey(), 0L) / 1000.0 / messages, e.getKey()));
         }
-        System.out.printf(Locale.ROOT, "  CPU by thread, all-out, %s (us per message; process %.1f, unattributed "
+        System.out.printf(Locale.ROOT, "  CPU by thread, all-out, %s (us per message, the kernel's part in brackets; "
+                + "process %.1f, unattributed "
                 + "%.1f (JIT compiling %d ms, GC)):%s%n", transport.equals("tcp") ? "Netty TCP" : "RDMA",
                 usage.processNanos() / 1000.0 / messages, (usage.processNanos() - usage.attributed()) / 1000.0
                         / messages, usage.jitMillis(), line);

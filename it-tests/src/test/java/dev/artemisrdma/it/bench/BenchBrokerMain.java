@@ -60,7 +60,8 @@ public final class BenchBrokerMain {
         StringBuilder b = new StringBuilder("USAGE ").append(usage.processNanos()).append(' ')
                 .append(usage.jitMillis());
         for (Map.Entry<String, Long> e : usage.byGroup().entrySet()) {
-            b.append('\t').append(e.getValue()).append(' ').append(e.getKey().replace('\t', ' '));
+            b.append('\t').append(e.getValue()).append('/').append(usage.kernelByGroup().getOrDefault(e.getKey(), 0L))
+                    .append(' ').append(e.getKey().replace('\t', ' '));
         }
         return b.toString();
     }
@@ -72,10 +73,14 @@ public final class BenchBrokerMain {
         long process = Long.parseLong(head[1]);
         long jit = Long.parseLong(head[2]);
         Map<String, Long> byGroup = new java.util.HashMap<>();
+        Map<String, Long> kernel = new java.util.HashMap<>();
         for (int i = 1; i < fields.length; i++) {
             int space = fields[i].indexOf(' ');
-            byGroup.put(prefix + fields[i].substring(space + 1), Long.parseLong(fields[i].substring(0, space)));
+            String[] nanos = fields[i].substring(0, space).split("/");
+            String group = prefix + fields[i].substring(space + 1);
+            byGroup.put(group, Long.parseLong(nanos[0]));
+            kernel.put(group, Long.parseLong(nanos[1]));
         }
-        return new ThreadCpu.Usage(byGroup, process, jit);
+        return new ThreadCpu.Usage(byGroup, kernel, process, jit);
     }
 }
