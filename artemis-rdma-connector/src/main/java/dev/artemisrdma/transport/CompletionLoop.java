@@ -3,6 +3,7 @@ package dev.artemisrdma.transport;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Consumer;
@@ -91,6 +92,16 @@ final class CompletionLoop implements Runnable {
     private volatile boolean tickRequested;
     /** A channel's batch left it with a deadline running since the last tick (loop thread only). */
     private boolean deadlineSeen;
+    /**
+     * True while the thread handles a batch of completions. A writer on another thread that flushes meanwhile leaves
+     * the post to the loop ({@link #takeFlush}), which posts what queued on that channel in one list after the
+     * batch: on rxe each post is a system call doing the packets' work, and a busy loop's one post for several
+     * writes costs less than each writer's own (Netty's event loop writes what queued the same way).
+     */
+    private volatile boolean handling;
+    /** Channels whose writers left their flush to the loop (see {@link #handling}). */
+    private final ConcurrentLinkedQueue<RdmaChannelImpl> flushRequests = new ConcurrentLinkedQueue<>();
+    private volatile Thread loopThread;
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -305,6 +316,7 @@ final class CompletionLoop implements Runnable {
 
     @Override
     public void run() {
+        loopThread = Thread.currentThread();
         Completions batch = new Completions(BATCH);
         long lastTick = System.nanoTime();
         try {
@@ -436,6 +448,27 @@ final class CompletionLoop implements Runnable {
         return new LoopStats(t == null ? 0 : 1, spins, spinHits, spinNanos, blocks, wakeUps, blockedNanos, cpu, 0);
     }
 
+    /** Whether the loop thread is handling a batch now, so that it will look at {@link #takeFlush} requests. */
+    boolean handling() {
+        return handling;
+    }
+
+    /** Whether the caller is the loop's own thread. */
+    boolean onLoopThread() {
+        return Thread.currentThread() == loopThread;
+    }
+
+    /**
+     * Leaves {@code channel}'s flush to the loop; true when the loop is sure to see it, false when it finished its
+     * batch meanwhile and the caller must flush itself (a request the loop then finds finds nothing to post). The
+     * request goes in before {@link #handling} is read again, and the loop clears {@code handling} before it looks
+     * at the requests a last time: one of the two sees the other.
+     */
+    boolean takeFlush(RdmaChannelImpl channel) {
+        flushRequests.add(channel);
+        return handling;
+    }
+
     /** Whether the thread is blocked on the completion channel now. */
     boolean isBlocked() {
         return blocked;
@@ -492,6 +525,32 @@ final class CompletionLoop implements Runnable {
             emptyPolls++;
             return 0;
         }
+        handling = true;
+        try {
+            return handleBatch(batch, n);
+        } finally {
+            flushForWriters();
+            handling = false;
+            if (!flushRequests.isEmpty()) {
+                flushForWriters(); // requests that came between the last look and the clear
+            }
+        }
+    }
+
+    /** Posts what writers left to the loop while it handled a batch (see {@link #handling}). */
+    private void flushForWriters() {
+        RdmaChannelImpl ch;
+        while ((ch = flushRequests.poll()) != null) {
+            try {
+                deadlineSeen |= ch.flushLeftToLoop();
+            } catch (RuntimeException e) {
+                deadlineSeen = true;
+                LOG.error("{}: channel {} failed to post what its writers queued", name, ch.id(), e);
+            }
+        }
+    }
+
+    private int handleBatch(Completions batch, int n) throws FabricException {
         int touchedCount = 0;
         SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {

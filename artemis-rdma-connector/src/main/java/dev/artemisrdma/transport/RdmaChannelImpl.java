@@ -77,6 +77,8 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     // lifecycle; guarded by lock
     private CompletionLoop loop;
+    /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
+    private boolean flushLeftToLoop;
     private volatile int index = -1; // read by the loop thread
     private int reservedEntries;
     private RegisteredMemory memory;
@@ -573,7 +575,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             send.enqueue(frame);
             if (flush) {
                 send.markFlushed();
-                flushLocked(true);
+                writerFlushLocked();
             }
             send.updateWritability();
         } finally {
@@ -608,11 +610,58 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw closedException();
             }
             send.markFlushed();
-            flushLocked(true);
+            writerFlushLocked();
             send.updateWritability();
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * A writer's flush: posted here, unless the completion loop is handling a batch right now and this is another
+     * thread; then the loop posts it after the batch, with whatever else queued on this channel meanwhile, as one
+     * list ({@link CompletionLoop#handling}). A loop that is blocked or spinning never delays a write: the writer
+     * posts.
+     */
+    private void writerFlushLocked() {
+        CompletionLoop l = loop;
+        if (state == ChannelState.OPEN && l != null && l.handling() && !l.onLoopThread()) {
+            if (flushLeftToLoop) {
+                send.flushesToLoop++; // already asked, not yet done: the loop takes this lock before it posts
+                return;
+            }
+            flushLeftToLoop = true;
+            if (l.takeFlush(this)) {
+                send.flushesToLoop++;
+                return;
+            }
+            // the loop ended its batch meanwhile and may not look at the request before its next one: post here
+            // (when it does look, it finds nothing left)
+            flushLeftToLoop = false;
+        }
+        flushLocked(true);
+    }
+
+    /**
+     * The completion loop posts what writers left to it (see {@link #writerFlushLocked}); returns whether the
+     * channel has a deadline running. Loop thread.
+     */
+    boolean flushLeftToLoop() {
+        boolean notifyWritable;
+        boolean notifyClosed;
+        boolean deadline;
+        lock.lock();
+        try {
+            flushLeftToLoop = false;
+            flushLocked(true); // as the writers would have: a stream's flush may wait behind a signaled SEND
+            notifyWritable = send.takeWritableOwed(!state.tearingDown());
+            notifyClosed = state == ChannelState.CLOSED && !closedNotified;
+            deadline = deadlineRunningLocked();
+        } finally {
+            lock.unlock();
+        }
+        callbacks(false, notifyWritable, notifyClosed);
+        return deadline;
     }
 
     @Override
@@ -732,7 +781,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
                 send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
                 send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,
-                send.packedSends);
+                send.packedSends, send.flushesToLoop);
     }
 
     /**

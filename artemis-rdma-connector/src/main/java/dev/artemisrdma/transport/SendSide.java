@@ -66,6 +66,8 @@ final class SendSide {
     volatile long packedSends;
     /** Writer flushes held behind a signaled SEND in flight (see {@link #flush(boolean)}). */
     volatile long heldFlushes;
+    /** Writer flushes left to the completion loop, which was handling a batch (RdmaChannelImpl#writerFlushLocked). */
+    volatile long flushesToLoop;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;

@@ -17,11 +17,13 @@ package dev.artemisrdma.transport;
  * @param postCalls           postSend calls (each posts a list)
  * @param framesPacked        of the frames sent, how many went packed with others into one SEND
  * @param packedSends         SENDs that carried packed frames (each several, on one credit)
+ * @param flushesToLoop       writer flushes left to the completion loop, which was handling a batch and posted
+ *                            what had queued after it
  */
 public record TransportStats(long framesSent, long bytesSent, long framesReceived, long bytesReceived,
                              long creditFramesSent, long creditFramesReceived, long creditStalls,
                              long sendQueueStalls, long sendsPosted, long signaledSends, long inlineSends,
-                             long postCalls, long framesPacked, long packedSends) {
+                             long postCalls, long framesPacked, long packedSends, long flushesToLoop) {
 
     /** Frames per data SEND (credit frames left out): above 1 when packing, below when fragmenting. */
     public double framesPerDataSend() {

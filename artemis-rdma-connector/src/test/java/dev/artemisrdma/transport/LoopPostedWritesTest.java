@@ -1,0 +1,126 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A writer on another thread that flushes while the channel's completion loop handles a batch leaves the post to
+ * the loop, which posts everything queued on the channel as one list after the batch; a loop that is blocked never
+ * delays a write.
+ */
+class LoopPostedWritesTest {
+
+    private static TransportConfig strict() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
+    }
+
+    /** The server's first frame keeps its loop inside the handler (inside a batch) until {@code release}. */
+    private static final class HoldingRecorder extends Peers.Recorder {
+        final CountDownLatch inHandler = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            super.onFrame(channel, frame);
+            if (count() == 1) {
+                inHandler.countDown();
+                try {
+                    release.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+    }
+
+    @Test
+    void writesFlushedWhileTheLoopHandlesABatchLeaveAsOneListAfterIt() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        HoldingRecorder serverSide = new HoldingRecorder();
+        Peers.Recorder clientSide = new Peers.Recorder();
+        try (RdmaTransport server = RdmaTransport.create(fabric, strict());
+             RdmaTransport client = RdmaTransport.create(fabric, strict())) {
+            CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                accepted.complete(ch);
+                return serverSide;
+            });
+            RdmaChannel ch = client.connect(s.localAddress(), clientSide);
+            RdmaChannel served = accepted.get(5, TimeUnit.SECONDS);
+            ch.write(ByteBuffer.wrap(Peers.payload(7, 0, 100)), true);
+            assertTrue(serverSide.inHandler.await(5, TimeUnit.SECONDS), "the server's loop is in the handler");
+            long postsBefore = TransportStats.of(served).postCalls();
+            for (int i = 0; i < 10; i++) {
+                served.write(ByteBuffer.wrap(Peers.payload(8, i, 300)), true); // the test thread, not the loop
+            }
+            TransportStats held = TransportStats.of(served);
+            assertEquals(postsBefore, held.postCalls(), "nothing posted while the loop handles its batch: " + held);
+            assertEquals(10, held.flushesToLoop(), held.toString());
+            assertEquals(0, clientSide.count());
+            serverSide.release.countDown();
+            Peers.await("the ten frames", 5000, () -> clientSide.count() == 10);
+            for (int i = 0; i < 10; i++) {
+                assertEquals(Peers.crc(Peers.payload(8, i, 300)), clientSide.crcs.get(i), "frame " + i);
+            }
+            TransportStats after = TransportStats.of(served);
+            assertEquals(postsBefore + 1, after.postCalls(), "the loop posted the ten writes as one list: " + after);
+            assertEquals(10, after.framesPacked(), after.toString());
+            fabric.assertNoViolations();
+        }
+        fabric.close();
+    }
+
+    @Test
+    void aWriteToAChannelWhoseLoopIsBlockedIsPostedAtOnce() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            CompletionLoop loop = c.serverTransport.loops(c.fabric.device()).get(0);
+            Peers.await("the server's loop idle", 10_000, loop::isBlockedIdle);
+            long posts = TransportStats.of(c.serverChannel).postCalls();
+            c.serverChannel.write(ByteBuffer.wrap(Peers.payload(9, 0, 64)), true);
+            TransportStats s = TransportStats.of(c.serverChannel);
+            assertEquals(posts + 1, s.postCalls(), "posted by the writer itself: " + s);
+            assertEquals(0, s.flushesToLoop(), s.toString());
+            Peers.await("the frame", 5000, () -> c.clientSide.count() == 1);
+        }
+    }
+
+    @Test
+    void aWriterRacingABusyLoopLosesNoFrameAndKeepsItsOrder() throws Exception {
+        // the client streams to the server so that the server's loop keeps handling batches, while a thread of the
+        // test writes to the client on the same channel, flushing each frame: every flush races the loop's batches
+        try (Connection c = new Connection(strict(), strict())) {
+            int total = 20_000;
+            AtomicReference<Throwable> failed = new AtomicReference<>();
+            Thread streamer = new Thread(() -> {
+                try {
+                    for (int i = 0; i < total; i++) {
+                        c.client.write(ByteBuffer.wrap(Peers.payload(10, i, 64)), i % 8 == 7 || i == total - 1);
+                    }
+                } catch (Throwable e) {
+                    failed.set(e);
+                }
+            });
+            streamer.start();
+            for (int i = 0; i < total; i++) {
+                c.serverChannel.write(ByteBuffer.wrap(Peers.payload(11, i, 64)), true);
+            }
+            streamer.join(30_000);
+            assertEquals(null, failed.get());
+            Peers.await("every frame to the server", 30_000, () -> c.serverSide.count() == total);
+            Peers.await("every frame to the client", 30_000, () -> c.clientSide.count() == total);
+            for (int i = 0; i < total; i++) {
+                assertEquals(Peers.crc(Peers.payload(11, i, 64)), c.clientSide.crcs.get(i), "frame " + i);
+            }
+            TransportStats s = TransportStats.of(c.serverChannel);
+            System.out.printf("loop-posted writes: %d of %d flushes left to the loop, %d post calls%n",
+                    s.flushesToLoop(), total, s.postCalls());
+        }
+    }
+}
