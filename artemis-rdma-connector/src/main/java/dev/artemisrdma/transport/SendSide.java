@@ -50,6 +50,8 @@ final class SendSide {
     private volatile boolean writable = true;
     private boolean writableOwed;
     private boolean creditStalled;
+    /** Frames waited for credit since the last SEND that asked for more (see {@link #addDataSend}). */
+    private boolean stalledSinceAsked;
     private boolean queueStalled;
 
     // counters, volatile so snapshots from other threads see them
@@ -174,6 +176,7 @@ final class SendSide {
             if (!credits.maySendData()) {
                 if (!creditStalled) {
                     creditStalled = true;
+                    stalledSinceAsked = true;
                     creditStalls++;
                 }
                 break;
@@ -302,11 +305,16 @@ final class SendSide {
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
-        // frames queued behind this one, or this SEND leaves no credit for the next data frame: a pool-granting peer
+        // frames queued behind this one, or frames had to wait for credit since we last asked: a pool-granting peer
         // hears that our window is too small for the stream. The second case is a sender whose frames are each
         // flushed alone (a JMS producer): none ever queues behind another in one post, yet it stalls each time its
-        // window runs dry
-        int hints = creditGrows && (moreQueued || !credits.maySendData()) ? FrameHeader.HINT_CREDIT_WANTED : 0;
+        // window runs dry. A short burst that fits the window (a connection's set-up) never asks, so idle connections
+        // keep the minimum and a shared pool keeps its room for new ones
+        boolean ask = creditGrows && (moreQueued || stalledSinceAsked);
+        int hints = ask ? FrameHeader.HINT_CREDIT_WANTED : 0;
+        if (ask) {
+            stalledSinceAsked = false;
+        }
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         if (offset == 0 && !inline) {
             // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an

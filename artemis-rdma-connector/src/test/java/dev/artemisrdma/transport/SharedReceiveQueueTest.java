@@ -146,6 +146,28 @@ class SharedReceiveQueueTest {
     }
 
     @Test
+    void aBurstThatFitsTheWindowDoesNotGrowIt() throws Exception {
+        // a connection's set-up (a few packets, then it waits for answers) never waits for credit: it keeps the
+        // minimum, or 1,000 mostly idle connections would each hold a grown window and fill the pools
+        try (Connection c = new Connection(base().sharedReceiveSlots(256).build(), base().build())) {
+            SharedReceivePool pool = poolOf(c.serverTransport);
+            for (int round = 0; round < 5; round++) {
+                int from = c.serverSide.count();
+                for (int f = 0; f < TransportConfig.SHARED_MIN_CREDITS - 1; f++) {
+                    c.client.write(ByteBuffer.wrap(Peers.payload(12, from + f, 200)), true);
+                }
+                int expected = from + TransportConfig.SHARED_MIN_CREDITS - 1;
+                Peers.await("the burst", 10_000, () -> c.serverSide.count() == expected);
+                Thread.sleep(50); // its credit back before the next burst, as the answer to a set-up packet would
+            }
+            TransportStats s = TransportStats.of(c.client);
+            assertEquals(0, s.creditStalls(), "each burst fitted the window: " + s);
+            assertEquals(0, pool.growthGrants, "no frame waited for credit, yet the window grew: " + pool + " " + s);
+            assertEquals(TransportConfig.SHARED_MIN_CREDITS, pool.committed(), pool.toString());
+        }
+    }
+
+    @Test
     void connectionsBeyondThePoolGoToAnotherLoopAndPool() throws Exception {
         // a pool of two minimums: the third connection needs a second loop with its own pool
         TransportConfig serverConfig = base().sharedReceiveSlots(2 * TransportConfig.SHARED_MIN_CREDITS).build();
