@@ -50,8 +50,6 @@ final class SendSide {
     private volatile boolean writable = true;
     private boolean writableOwed;
     private boolean creditStalled;
-    /** Frames waited for credit since the last SEND that asked for more (see {@link #addDataSend}). */
-    private boolean stalledSinceAsked;
     private boolean queueStalled;
 
     // counters, volatile so snapshots from other threads see them
@@ -176,7 +174,6 @@ final class SendSide {
             if (!credits.maySendData()) {
                 if (!creditStalled) {
                     creditStalled = true;
-                    stalledSinceAsked = true;
                     creditStalls++;
                 }
                 break;
@@ -305,16 +302,10 @@ final class SendSide {
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
-        // frames queued behind this one, or frames had to wait for credit since we last asked: a pool-granting peer
-        // hears that our window is too small for the stream. The second case is a sender whose frames are each
-        // flushed alone (a JMS producer): none ever queues behind another in one post, yet it stalls each time its
-        // window runs dry. A short burst that fits the window (a connection's set-up) never asks, so idle connections
-        // keep the minimum and a shared pool keeps its room for new ones
-        boolean ask = creditGrows && (moreQueued || stalledSinceAsked);
-        int hints = ask ? FrameHeader.HINT_CREDIT_WANTED : 0;
-        if (ask) {
-            stalledSinceAsked = false;
-        }
+        // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream. Not
+        // when a SEND merely empties the window or frames waited for credit: a JMS connection's set-up bursts do that
+        // too, and with every one of 1,000 connections holding a grown window the shared pools filled (scale-bench)
+        int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         if (offset == 0 && !inline) {
             // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an

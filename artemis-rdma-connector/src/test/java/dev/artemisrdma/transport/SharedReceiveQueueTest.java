@@ -129,23 +129,6 @@ class SharedReceiveQueueTest {
     }
 
     @Test
-    void aSenderOfLoneFlushedFramesThatRunsItsWindowDryGrowsIt() throws Exception {
-        // as a JMS producer: every frame flushed alone, so none ever queues behind another in one post; the SEND
-        // that spends the last credit asks for more, or such a sender would stall every few frames forever
-        try (Connection c = new Connection(base().sharedReceiveSlots(256).build(), base().build())) {
-            SharedReceivePool pool = poolOf(c.serverTransport);
-            c.fabric.freeze(c.server.localAddress()); // the server takes nothing in: the client's window runs dry
-            for (int f = 0; f < TransportConfig.SHARED_MIN_CREDITS; f++) {
-                c.client.write(ByteBuffer.wrap(Peers.payload(4, f, 200)), true);
-            }
-            c.fabric.thaw(c.server.localAddress());
-            Peers.await("the first frames", 10_000, () -> c.serverSide.count() == TransportConfig.SHARED_MIN_CREDITS);
-            Peers.await("the window grown", 10_000, () -> pool.committed() > TransportConfig.SHARED_MIN_CREDITS);
-            assertTrue(pool.growthGrants > 0, "the SEND that spent the last credit asked for more: " + pool);
-        }
-    }
-
-    @Test
     void aBurstThatFitsTheWindowDoesNotGrowIt() throws Exception {
         // a connection's set-up (a few packets, then it waits for answers) never waits for credit: it keeps the
         // minimum, or 1,000 mostly idle connections would each hold a grown window and fill the pools
