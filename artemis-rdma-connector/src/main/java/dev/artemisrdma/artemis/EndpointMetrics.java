@@ -2,6 +2,7 @@ package dev.artemisrdma.artemis;
 
 import java.nio.ByteBuffer;
 import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 
 import dev.artemisrdma.transport.ChannelGroupStats;
 import dev.artemisrdma.transport.ChannelHandler;
@@ -30,6 +31,12 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
     private LoopStats loopStats() {
         ChannelTransport t = transport.get();
         return t == null ? LoopStats.NONE : t.loopStats();
+    }
+
+    /** {@code figure} of the transport, 0 while there is none yet (a client before its first connection). */
+    private long ofTransport(ToLongFunction<ChannelTransport> figure) {
+        ChannelTransport t = transport.get();
+        return t == null ? 0 : figure.applyAsLong(t);
     }
 
     /** From now on, the connection requests answered by {@code stats} are this endpoint's. */
@@ -129,20 +136,17 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
 
     @Override
     public long getSendPoolBytes() {
-        ChannelTransport t = transport.get();
-        return t == null ? 0 : t.sendPoolBytes();
+        return ofTransport(ChannelTransport::sendPoolBytes);
     }
 
     @Override
     public long getSharedReceivePoolBytes() {
-        ChannelTransport t = transport.get();
-        return t == null ? 0 : t.sharedReceivePoolBytes();
+        return ofTransport(ChannelTransport::sharedReceivePoolBytes);
     }
 
     @Override
     public int getSharedReceivePools() {
-        ChannelTransport t = transport.get();
-        return t == null ? 0 : t.sharedReceivePools();
+        return (int) ofTransport(ChannelTransport::sharedReceivePools);
     }
 
     @Override

@@ -101,7 +101,6 @@ final class CompletionLoop implements Runnable {
     private volatile boolean handling;
     /** Channels whose writers left their flush to the loop (see {@link #handling}). */
     private final ConcurrentLinkedQueue<RdmaChannelImpl> flushRequests = new ConcurrentLinkedQueue<>();
-    private volatile Thread loopThread;
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -316,7 +315,6 @@ final class CompletionLoop implements Runnable {
 
     @Override
     public void run() {
-        loopThread = Thread.currentThread();
         Completions batch = new Completions(BATCH);
         long lastTick = System.nanoTime();
         try {
@@ -451,11 +449,6 @@ final class CompletionLoop implements Runnable {
     /** Whether the loop thread is handling a batch now, so that it will look at {@link #takeFlush} requests. */
     boolean handling() {
         return handling;
-    }
-
-    /** Whether the caller is the loop's own thread. */
-    boolean onLoopThread() {
-        return Thread.currentThread() == loopThread;
     }
 
     /**

@@ -108,8 +108,11 @@ public final class Handshake {
 
     /** Whether {@code data} is a reject of this protocol (with a reason of ours), not a fabric's own. */
     public static boolean isOurReject(byte[] data) {
-        return data != null && data.length >= 12 && ByteBuffer.wrap(data).getInt(0) == MAGIC
-                && ByteBuffer.wrap(data).getShort(6) == KIND_REJECT;
+        if (data == null || data.length < 12) {
+            return false;
+        }
+        ByteBuffer b = ByteBuffer.wrap(data);
+        return b.getInt(0) == MAGIC && b.getShort(6) == KIND_REJECT;
     }
 
     /** The reason in a reject's private data, or a description of what came when it is not ours. */
@@ -117,11 +120,10 @@ public final class Handshake {
         if (data == null || data.length == 0) {
             return "no reason given";
         }
-        ByteBuffer b = ByteBuffer.wrap(data);
-        if (data.length < 12 || b.getInt(0) != MAGIC || b.getShort(6) != KIND_REJECT) {
+        if (!isOurReject(data)) {
             return "no reason given (" + data.length + " bytes of foreign reject data)";
         }
-        int n = b.getInt(8);
+        int n = ByteBuffer.wrap(data).getInt(8);
         if (n < 0 || n > data.length - 12) {
             return "malformed reject reason";
         }

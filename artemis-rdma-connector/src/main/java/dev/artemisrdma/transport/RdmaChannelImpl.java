@@ -574,7 +574,6 @@ final class RdmaChannelImpl implements RdmaChannel {
             }
             send.enqueue(frame);
             if (flush) {
-                send.markFlushed();
                 writerFlushLocked();
             }
             send.updateWritability();
@@ -609,7 +608,6 @@ final class RdmaChannelImpl implements RdmaChannel {
             if (state.tearingDown()) {
                 throw closedException();
             }
-            send.markFlushed();
             writerFlushLocked();
             send.updateWritability();
         } finally {
@@ -618,14 +616,15 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /**
-     * A writer's flush: posted here, unless the completion loop is handling a batch right now and this is another
+     * A writer's flush: everything it queued may go; posted here, unless the completion loop is handling a batch right now and this is another
      * thread; then the loop posts it after the batch, with whatever else queued on this channel meanwhile, as one
      * list ({@link CompletionLoop#handling}). A loop that is blocked or spinning never delays a write: the writer
      * posts.
      */
     private void writerFlushLocked() {
+        send.markFlushed();
         CompletionLoop l = loop;
-        if (state == ChannelState.OPEN && l != null && l.handling() && !l.onLoopThread()) {
+        if (state == ChannelState.OPEN && l != null && l.handling() && !l.isLoopThread()) {
             if (flushLeftToLoop) {
                 send.flushesToLoop++; // already asked, not yet done: the loop takes this lock before it posts
                 return;
@@ -869,8 +868,10 @@ final class RdmaChannelImpl implements RdmaChannel {
         receive.onSend(slot, status);
     }
 
-    /** Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. */
-    /** Applies the batch; returns whether a deadline runs now (see {@link #deadlineRunningLocked}). */
+    /**
+     * Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. Returns
+     * whether a deadline runs now (see {@link #deadlineRunningLocked}).
+     */
     boolean endOfBatch() {
         boolean delivered = receive.batchDelivered();
         boolean notifyWritable;

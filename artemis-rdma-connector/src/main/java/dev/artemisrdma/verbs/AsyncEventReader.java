@@ -56,17 +56,15 @@ public final class AsyncEventReader implements AutoCloseable {
                 return List.of();
             }
             devices = List.copyOf(watched);
-            if (pollFds.view().capacity() < 8 * (devices.size() + 1)) {
+            if (pollFds.view().capacity() < FileDescriptors.POLLFD_SIZE * (devices.size() + 1)) {
                 pollFds.close();
-                pollFds = new NativeStruct(8L * (devices.size() + 1));
+                pollFds = new NativeStruct((long) FileDescriptors.POLLFD_SIZE * (devices.size() + 1));
             }
             fds = pollFds;
             for (int i = 0; i < devices.size(); i++) {
-                fds.putInt(8 * i, devices.get(i).asyncFd());
-                fds.putInt(8 * i + 4, LibC.POLLIN);
+                FileDescriptors.watchReadable(fds, i, devices.get(i).asyncFd());
             }
-            fds.putInt(8 * devices.size(), wake.fd()); // last: the wake-up
-            fds.putInt(8 * devices.size() + 4, LibC.POLLIN);
+            FileDescriptors.watchReadable(fds, devices.size(), wake.fd()); // last: the wake-up
         }
         // poll(2) outside the lock: unwatch must not wait for it. An fd closed meanwhile reads as POLLNVAL.
         int ready = LibC.poll(fds.address(), devices.size() + 1, timeoutMillis);
@@ -80,15 +78,14 @@ public final class AsyncEventReader implements AutoCloseable {
         if (ready == 0) {
             return List.of();
         }
-        if (((fds.getInt(8 * devices.size() + 4) >>> 16) & 0xffff) != 0) {
+        if (FileDescriptors.ready(fds, devices.size())) {
             wake.drain();
         }
         List<IbvAsyncEvent> events = new ArrayList<>();
         synchronized (this) {
             for (int i = 0; i < devices.size(); i++) {
-                int revents = (fds.getInt(8 * i + 4) >>> 16) & 0xffff;
                 RdmaDevice device = devices.get(i);
-                if (revents != 0 && watched.contains(device)) {
+                if (FileDescriptors.ready(fds, i) && watched.contains(device)) {
                     readAll(device, events);
                 }
             }

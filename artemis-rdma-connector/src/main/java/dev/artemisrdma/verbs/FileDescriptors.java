@@ -13,6 +13,20 @@ final class FileDescriptors {
         }
     }
 
+    /** Bytes of one struct pollfd: int fd, short events, short revents. */
+    static final int POLLFD_SIZE = 8;
+
+    /** Sets entry {@code index} of a pollfd array to wait for {@code fd} to be readable (revents cleared). */
+    static void watchReadable(NativeStruct pollFds, int index, int fd) {
+        pollFds.putInt(POLLFD_SIZE * index, fd);
+        pollFds.putInt(POLLFD_SIZE * index + 4, LibC.POLLIN); // events = POLLIN, revents = 0 (little-endian shorts)
+    }
+
+    /** Whether poll(2) reported anything (POLLIN, POLLERR, POLLHUP, POLLNVAL) on entry {@code index}. */
+    static boolean ready(NativeStruct pollFds, int index) {
+        return (pollFds.getInt(POLLFD_SIZE * index + 4) >>> 16) != 0; // revents: the high short of the second int
+    }
+
     /** Bit of {@link #awaitEither}'s result: the first fd is readable. */
     static final int FIRST = 1;
     /** Bit of {@link #awaitEither}'s result: the second fd is readable. */
@@ -24,10 +38,8 @@ final class FileDescriptors {
      * is a 16-byte array of two struct pollfd owned by the caller.
      */
     static int awaitEither(NativeStruct pollFds, int first, int second, int timeoutMillis) throws VerbsException {
-        pollFds.putInt(0, first);
-        pollFds.putInt(4, LibC.POLLIN); // events = POLLIN, revents = 0 (little-endian shorts)
-        pollFds.putInt(8, second);
-        pollFds.putInt(12, LibC.POLLIN);
+        watchReadable(pollFds, 0, first);
+        watchReadable(pollFds, 1, second);
         int ready = LibC.poll(pollFds.address(), 2, timeoutMillis);
         if (ready < 0) {
             int errno = Errno.last();
@@ -39,7 +51,6 @@ final class FileDescriptors {
         if (ready == 0) {
             return 0;
         }
-        // revents is the high short of each entry's second int; any event (POLLIN, POLLERR, POLLHUP) counts as ready
-        return ((pollFds.getInt(4) >>> 16) != 0 ? FIRST : 0) | ((pollFds.getInt(12) >>> 16) != 0 ? SECOND : 0);
+        return (ready(pollFds, 0) ? FIRST : 0) | (ready(pollFds, 1) ? SECOND : 0);
     }
 }
