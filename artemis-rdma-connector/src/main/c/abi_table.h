@@ -21,6 +21,7 @@
   ABI(SEND_WR_NUM_SGE, offsetof(struct ibv_send_wr, num_sge)) \
   ABI(SEND_WR_OPCODE, offsetof(struct ibv_send_wr, opcode)) \
   ABI(SEND_WR_SEND_FLAGS, offsetof(struct ibv_send_wr, send_flags)) \
+  ABI(SEND_WR_IMM_DATA, offsetof(struct ibv_send_wr, imm_data)) \
   ABI(RECV_WR_SIZE, sizeof(struct ibv_recv_wr)) \
   ABI(RECV_WR_WR_ID, offsetof(struct ibv_recv_wr, wr_id)) \
   ABI(RECV_WR_NEXT, offsetof(struct ibv_recv_wr, next)) \
@@ -32,6 +33,7 @@
   ABI(WC_OPCODE, offsetof(struct ibv_wc, opcode)) \
   ABI(WC_VENDOR_ERR, offsetof(struct ibv_wc, vendor_err)) \
   ABI(WC_BYTE_LEN, offsetof(struct ibv_wc, byte_len)) \
+  ABI(WC_IMM_DATA, offsetof(struct ibv_wc, imm_data)) \
   ABI(WC_QP_NUM, offsetof(struct ibv_wc, qp_num)) \
   ABI(WC_WC_FLAGS, offsetof(struct ibv_wc, wc_flags)) \
   ABI(QP_INIT_ATTR_SIZE, sizeof(struct ibv_qp_init_attr)) \

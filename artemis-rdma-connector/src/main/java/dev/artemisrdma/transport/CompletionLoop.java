@@ -564,7 +564,8 @@ final class CompletionLoop implements Runnable {
                     touched[touchedCount++] = ch;
                 }
                 ch.counters.completed(batch.status(i));
-                ch.onSharedReceiveCompletion(shared.view(), base, batch.status(i), batch.byteLength(i));
+                ch.onSharedReceiveCompletion(shared.view(), base, batch.status(i), batch.byteLength(i),
+                        batch.immediate(i));
                 continue;
             }
             RdmaChannelImpl ch = index < channels.length() ? channels.get(index) : null;
@@ -583,7 +584,7 @@ final class CompletionLoop implements Runnable {
             ch.counters.completed(batch.status(i));
             int slot = (int) (wrId & 0x7FFFFFFFL);
             if ((wrId & RdmaChannelImpl.RECV_BIT) != 0) {
-                ch.onReceiveCompletion(slot, batch.status(i), batch.byteLength(i));
+                ch.onReceiveCompletion(slot, batch.status(i), batch.byteLength(i), batch.immediate(i));
             } else {
                 ch.onSendCompletion(slot, batch.status(i));
             }

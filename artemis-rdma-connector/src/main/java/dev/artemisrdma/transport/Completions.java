@@ -8,12 +8,16 @@ public final class Completions {
 
     public static final int OPCODE_SEND = 0;
     public static final int OPCODE_RECV = 128;
+    /** What {@link #immediate(int)} says for a completion without immediate data. */
+    public static final long NO_IMMEDIATE = -1L;
 
     private final long[] wrId;
     private final int[] status;
     private final int[] opcode;
     private final int[] byteLength;
     private final int[] qpNumber;
+    /** A receive's immediate data as an unsigned 32-bit value, or {@link #NO_IMMEDIATE}. */
+    private final long[] immediate;
     private int count;
 
     public Completions(int capacity) {
@@ -25,6 +29,7 @@ public final class Completions {
         opcode = new int[capacity];
         byteLength = new int[capacity];
         qpNumber = new int[capacity];
+        immediate = new long[capacity];
     }
 
     public int capacity() {
@@ -63,6 +68,14 @@ public final class Completions {
         return qpNumber[check(i)];
     }
 
+    /**
+     * The immediate data of a receive whose SEND carried some (IBV_WC_WITH_IMM), as an unsigned 32-bit value in host
+     * order; {@link #NO_IMMEDIATE} otherwise.
+     */
+    public long immediate(int i) {
+        return immediate[check(i)];
+    }
+
     /** Empties the batch; fabric implementations call this before filling it. */
     public void clear() {
         count = 0;
@@ -70,7 +83,13 @@ public final class Completions {
 
     /** Appends one completion; for fabric implementations. */
     public void add(long wrId, int status, int opcode, int byteLength, int qpNumber) {
+        add(wrId, status, opcode, byteLength, qpNumber, NO_IMMEDIATE);
+    }
+
+    /** Appends one completion with its immediate data ({@link #NO_IMMEDIATE} for none); for fabric implementations. */
+    public void add(long wrId, int status, int opcode, int byteLength, int qpNumber, long immediate) {
         int i = count++;
+        this.immediate[i] = immediate;
         this.wrId[i] = wrId;
         this.status[i] = status;
         this.opcode[i] = opcode;

@@ -137,6 +137,18 @@ final class CreditWindow {
         return give;
     }
 
+    /**
+     * Spends one credit on a SEND whose header has no room for returned credit (an immediate first fragment, see
+     * {@link ImmediateHeader}); what is owed waits for the next SEND. Never the last credit: that one must return.
+     */
+    int spendReturningNone() {
+        if (sendCredits < 2) {
+            throw new IllegalStateException("the last credit goes only with a SEND that returns credit");
+        }
+        sendCredits--;
+        return 0;
+    }
+
     int sendCredits() {
         return sendCredits;
     }

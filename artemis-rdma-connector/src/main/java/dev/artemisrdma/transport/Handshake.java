@@ -16,7 +16,8 @@ import java.nio.charset.StandardCharsets;
  *   8     4     receive slot size (bytes)            reason length n
  *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
  *  16     4     maximum frame size (bytes)
- *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth)
+ *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth,
+ *               bit 2: fragments with their header in immediate data)
  *  24     4     most credits this side may grant (with bit 1; else the initial credits)
  * </pre>
  *
@@ -33,6 +34,9 @@ import java.nio.charset.StandardCharsets;
  * from its pool only to peers that state it; an older peer (no bit) is served with per-connection queues, whose
  * window is fixed, so old and new sides still interoperate. A maximum below the initial credits, or above the
  * protocol's window, refuses the peer.
+ *
+ * <p>Immediate fragments (bit 2): this side reads a fragment whose header is the SEND's immediate data
+ * ({@link ImmediateHeader}), a whole slot of payload; a peer without the bit gets in-band headers as before.
  */
 public final class Handshake {
 
@@ -43,8 +47,10 @@ public final class Handshake {
     public static final int FEATURE_PACKED = 0x1;
     /** The peer accepts credit grants beyond its initial window, up to the maximum the granting side states. */
     public static final int FEATURE_CREDIT_GROWTH = 0x2;
+    /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
+    public static final int FEATURE_IMMEDIATE_FRAGMENTS = 0x4;
     /** Every feature this version knows; other bits are ignored. */
-    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH;
+    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS;
     /** What this version writes: the fixed part plus the maximum credits. */
     static final int ENCODED_LENGTH = LENGTH + 4;
     static final short KIND_CONNECT = 1;
@@ -71,6 +77,11 @@ public final class Handshake {
 
         public boolean readsPacked() {
             return (features & FEATURE_PACKED) != 0;
+        }
+
+        /** This side reads fragments with their header in the SEND's immediate data. */
+        public boolean readsImmediateFragments() {
+            return (features & FEATURE_IMMEDIATE_FRAGMENTS) != 0;
         }
 
         /** This side takes grants beyond its initial window (and may ask for them). */

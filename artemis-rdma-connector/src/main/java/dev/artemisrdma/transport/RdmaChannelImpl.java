@@ -140,7 +140,8 @@ final class RdmaChannelImpl implements RdmaChannel {
      * maximum its peer states); only one on a shared pool offers a window that grows (minimum up to receiveSlots + 1).
      */
     Handshake.Params localParams() {
-        int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH;
+        int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS;
         if (sharesReceives) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     Math.max(TransportConfig.SHARED_MIN_CREDITS, slots));
@@ -780,7 +781,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
                 send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
                 send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,
-                send.packedSends, send.flushesToLoop);
+                send.packedSends, send.flushesToLoop, send.immediateSends);
     }
 
     /**
@@ -846,13 +847,13 @@ final class RdmaChannelImpl implements RdmaChannel {
         return qpNumber;
     }
 
-    void onReceiveCompletion(int slot, int status, int byteLength) {
+    void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
         // a drain the peer began still delivers what it sent first: successful completions precede the flushes
-        receive.onReceive(slot, status, byteLength, state.tearingDown(), peerDrain);
+        receive.onReceive(slot, status, byteLength, immediate, state.tearingDown(), peerDrain);
     }
 
-    void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength) {
-        receive.onSharedReceive(poolView, base, status, byteLength, state.tearingDown(), peerDrain);
+    void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
+        receive.onSharedReceive(poolView, base, status, byteLength, immediate, state.tearingDown(), peerDrain);
     }
 
     private void deliver(ByteBuffer frame) {

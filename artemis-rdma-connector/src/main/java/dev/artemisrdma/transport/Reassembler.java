@@ -149,6 +149,11 @@ final class Reassembler {
         expected = -1;
     }
 
+    /** Bytes of the unfinished frame put together so far (the next fragment's offset); -1 when none is. */
+    int received() {
+        return expected < 0 ? -1 : frame.position();
+    }
+
     boolean inProgress() {
         return expected >= 0;
     }

@@ -93,13 +93,15 @@ final class ReceiveSide {
     }
 
     /**
-     * One receive completion. {@code tearingDown}: the slot is not reposted and, unless {@code deliverWhileDraining}
-     * (the peer disconnected: what it sent before is still its data, as TCP delivers data before a FIN), nothing more
-     * is delivered.
+     * One receive completion, with the SEND's immediate data ({@link Completions#NO_IMMEDIATE} for none).
+     * {@code tearingDown}: the slot is not reposted and, unless {@code deliverWhileDraining} (the peer disconnected:
+     * what it sent before is still its data, as TCP delivers data before a FIN), nothing more is delivered.
      */
-    void onReceive(int slot, int status, int byteLength, boolean tearingDown, boolean deliverWhileDraining) {
+    void onReceive(int slot, int status, int byteLength, long immediate, boolean tearingDown,
+                   boolean deliverWhileDraining) {
         batchReceived++;
-        if (consume(this.slotView, slot * slotSize, status, byteLength, tearingDown, deliverWhileDraining)) {
+        if (consume(this.slotView, slot * slotSize, status, byteLength, immediate, tearingDown,
+                deliverWhileDraining)) {
             addReceive(repost, slot);
         }
     }
@@ -108,15 +110,15 @@ final class ReceiveSide {
      * One receive completion from the completion loop's shared pool: the SEND is at {@code base} of the pool's
      * {@code poolView}; the pool reposts the slot whatever happens here, and decides what credit it gives back.
      */
-    void onSharedReceive(ByteBuffer poolView, int base, int status, int byteLength, boolean tearingDown,
-                         boolean deliverWhileDraining) {
+    void onSharedReceive(ByteBuffer poolView, int base, int status, int byteLength, long immediate,
+                         boolean tearingDown, boolean deliverWhileDraining) {
         batchSharedConsumed++;
-        consume(poolView, base, status, byteLength, tearingDown, deliverWhileDraining);
+        consume(poolView, base, status, byteLength, immediate, tearingDown, deliverWhileDraining);
     }
 
     /** Reads one SEND at {@code base} of {@code slotView}; true when its slot is to be reposted. */
-    private boolean consume(ByteBuffer slotView, int base, int status, int byteLength, boolean tearingDown,
-                            boolean deliverWhileDraining) {
+    private boolean consume(ByteBuffer slotView, int base, int status, int byteLength, long immediate,
+                            boolean tearingDown, boolean deliverWhileDraining) {
         if (status != WcStatus.SUCCESS) {
             noteFailure(status, "receive");
             return false;
@@ -126,6 +128,10 @@ final class ReceiveSide {
             return false;
         }
         try {
+            if (immediate != Completions.NO_IMMEDIATE) {
+                consumeImmediateFragment(slotView, base, byteLength, (int) immediate);
+                return true;
+            }
             if (byteLength < FrameHeader.LENGTH) {
                 throw new FabricException("protocol error: SEND of " + byteLength + " bytes has no frame header");
             }
@@ -155,6 +161,39 @@ final class ReceiveSide {
             batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
                     + "): " + e.getMessage(), e);
             return false;
+        }
+    }
+
+    /**
+     * A fragment whose header is the SEND's immediate data ({@link ImmediateHeader}): all of the SEND is payload. A
+     * continuation's offset is what the reassembler holds (RC keeps a queue pair's SENDs in order), so the
+     * reassembler's own checks (a first fragment before continuations, lengths that add up, the frame and memory
+     * bounds) judge it as they judge in-band fragments.
+     */
+    private void consumeImmediateFragment(ByteBuffer slotView, int base, int byteLength, int immediate)
+            throws FabricException {
+        int flags;
+        int lengthOrOffset;
+        if (ImmediateHeader.isFirst(immediate)) {
+            lengthOrOffset = ImmediateHeader.frameLength(immediate);
+            flags = FrameHeader.FIRST | (byteLength == lengthOrOffset ? FrameHeader.LAST : 0);
+        } else {
+            ImmediateHeader.checkContinuation(immediate);
+            batchGranted += ImmediateHeader.credits(immediate);
+            if (ImmediateHeader.creditWanted(immediate)) {
+                batchCreditWanted = true;
+            }
+            lengthOrOffset = reassembler.received();
+            flags = ImmediateHeader.isLast(immediate) ? FrameHeader.LAST : 0;
+        }
+        try {
+            slotView.limit(base + byteLength).position(base);
+            ByteBuffer frame = reassembler.accept(slotView, flags, lengthOrOffset);
+            if (frame != null) {
+                deliver(frame);
+            }
+        } finally {
+            slotView.clear();
         }
     }
 

@@ -8,9 +8,12 @@ public final class SendList {
 
     public static final int FLAG_SIGNALED = 1;
     public static final int FLAG_INLINE = 2;
+    /** The SEND carries 32 bits of immediate data ({@link #immediate(int)}): SEND_WITH_IMM. */
+    public static final int FLAG_IMMEDIATE = 4;
 
     private final long[] wrId;
     private final int[] flags;
+    private final int[] immediate;
     private final int[] firstSge;
     private final int[] sgeCount;
     private final long[] sgeAddress;
@@ -22,6 +25,7 @@ public final class SendList {
     public SendList(int maxRequests, int maxSgesInAll) {
         wrId = new long[maxRequests];
         flags = new int[maxRequests];
+        immediate = new int[maxRequests];
         firstSge = new int[maxRequests];
         sgeCount = new int[maxRequests];
         sgeAddress = new long[maxSgesInAll];
@@ -57,6 +61,16 @@ public final class SendList {
         return this;
     }
 
+    /** Makes the last request a SEND with immediate data: {@code value} arrives in the peer's receive completion. */
+    public SendList withImmediate(int value) {
+        if (requests == 0) {
+            throw new IllegalStateException("no request to give immediate data");
+        }
+        flags[requests - 1] |= FLAG_IMMEDIATE;
+        immediate[requests - 1] = value;
+        return this;
+    }
+
     /** Asks a completion of the last request added (it becomes signaled). */
     public void signalLast() {
         if (requests == 0) {
@@ -88,6 +102,11 @@ public final class SendList {
 
     public int flags(int request) {
         return flags[request];
+    }
+
+    /** The immediate data of a request with {@link #FLAG_IMMEDIATE}. */
+    public int immediate(int request) {
+        return immediate[request];
     }
 
     public int sgeCount(int request) {

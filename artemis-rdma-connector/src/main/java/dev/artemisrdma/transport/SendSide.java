@@ -42,6 +42,10 @@ final class SendSide {
 
     // the peer's side of the handshake
     private int fragmentCapacity;
+    /** The peer's whole slot: a fragment's payload when its header goes in immediate data. */
+    private int slotCapacity;
+    /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
+    private boolean immediateFragments;
     private int peerMaxFrame;
     private boolean packing;
     /** The peer grants from a shared pool: its window may grow when we tell it frames are waiting. */
@@ -68,6 +72,8 @@ final class SendSide {
     volatile long heldFlushes;
     /** Writer flushes left to the completion loop, which was handling a batch (RdmaChannelImpl#writerFlushLocked). */
     volatile long flushesToLoop;
+    /** Fragments sent with their header in immediate data (a whole slot of payload each). */
+    volatile long immediateSends;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -106,6 +112,8 @@ final class SendSide {
      */
     void peer(Handshake.Params peer) throws FabricException {
         fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
+        slotCapacity = peer.slotSize();
+        immediateFragments = peer.readsImmediateFragments();
         peerMaxFrame = peer.maxFrameSize();
         packing = peer.readsPacked();
         creditGrows = peer.maxCredits() > peer.initialCredits();
@@ -207,13 +215,21 @@ final class SendSide {
         return post();
     }
 
+    /**
+     * The next fragment of the head frame. A frame larger than a slot's room behind an in-band header goes, to a peer
+     * that reads them, in fragments of a whole slot with the header in immediate data; its first fragment returns no
+     * credit, so it goes that way only while we hold more than the credit it spends (else in band: the last credit
+     * must return credit, and the fragments after it are immediate ones all the same).
+     */
     private void addFragment(PooledBuffer frame) {
         int offset = frame.sentOffset;
-        int n = Math.min(frame.frameLength - offset, fragmentCapacity);
         boolean first = offset == 0;
+        boolean immediate = immediateFragments && frame.frameLength > fragmentCapacity
+                && (!first || credits.sendCredits() > 1);
+        int n = Math.min(frame.frameLength - offset, immediate ? slotCapacity : fragmentCapacity);
         boolean last = offset + n == frame.frameLength;
         addDataSend(frame, offset, n, last, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
-                first ? frame.frameLength : offset, !last || outbox.size() > 1);
+                first ? frame.frameLength : offset, !last || outbox.size() > 1, immediate);
         frame.sentOffset = offset + n;
         outbox.posted(n);
         if (last) {
@@ -264,7 +280,7 @@ final class SendSide {
             f.releaseFromChannel(); // copied: no work request will ever point into it
         }
         pack.frameLength = bytes;
-        addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count, !outbox.isEmpty());
+        addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count, !outbox.isEmpty(), false);
         framesPacked += count;
         packedSends++;
         return true;
@@ -291,14 +307,16 @@ final class SendSide {
 
     /**
      * One data SEND: bytes [offset, offset + n) of {@code buffer} behind a header of {@code flags} and
-     * {@code lengthOrOffset}. With {@code last} the buffer is done after this SEND: released when it completes
+     * {@code lengthOrOffset}, or ({@code viaImmediate}) with that header as the SEND's immediate data
+     * ({@link ImmediateHeader}). With {@code last} the buffer is done after this SEND: released when it completes
      * (completions come in order), or right after the post when it went inline whole (postSend copied it).
      */
     private void addDataSend(PooledBuffer buffer, int offset, int n, boolean last, int flags, int lengthOrOffset,
-                             boolean moreQueued) {
-        boolean inline = FrameHeader.LENGTH + n <= inlineLimit;
+                             boolean moreQueued, boolean viaImmediate) {
+        boolean inline = (viaImmediate ? 0 : FrameHeader.LENGTH) + n <= inlineLimit;
         boolean releaseAfterPost = inline && offset == 0 && last;
-        int give = credits.spend();
+        boolean immediateFirst = viaImmediate && (flags & FrameHeader.FIRST) != 0;
+        int give = immediateFirst ? credits.spendReturningNone() : credits.spend();
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
                 credits.sendCredits() == 0 || (last && buffer.isDedicated()));
@@ -307,7 +325,12 @@ final class SendSide {
         // too, and with every one of 1,000 connections holding a grown window the shared pools filled (scale-bench)
         int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        if (offset == 0 && !inline) {
+        if (viaImmediate) {
+            sendList.withImmediate(immediateFirst ? ImmediateHeader.first(lengthOrOffset)
+                    : ImmediateHeader.continuation(last, hints, give));
+            sendList.addSge(buffer.address() + offset, n, buffer.lkey());
+            immediateSends++;
+        } else if (offset == 0 && !inline) {
             // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an
             // inline SEND is copied whole at the post anyway). Later fragments keep theirs in the ring: the bytes
             // before them belong to the fragment before, which may still be in flight.

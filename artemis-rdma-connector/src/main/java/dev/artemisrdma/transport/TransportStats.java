@@ -19,11 +19,14 @@ package dev.artemisrdma.transport;
  * @param packedSends         SENDs that carried packed frames (each several, on one credit)
  * @param flushesToLoop       writer flushes left to the completion loop, which was handling a batch and posted
  *                            what had queued after it
+ * @param immediateSends      fragments sent with their header in the SEND's immediate data, a whole receive slot of
+ *                            payload each (large frames to a peer that reads them)
  */
 public record TransportStats(long framesSent, long bytesSent, long framesReceived, long bytesReceived,
                              long creditFramesSent, long creditFramesReceived, long creditStalls,
                              long sendQueueStalls, long sendsPosted, long signaledSends, long inlineSends,
-                             long postCalls, long framesPacked, long packedSends, long flushesToLoop) {
+                             long postCalls, long framesPacked, long packedSends, long flushesToLoop,
+                             long immediateSends) {
 
     /** Frames per data SEND (credit frames left out): above 1 when packing, below when fragmenting. */
     public double framesPerDataSend() {

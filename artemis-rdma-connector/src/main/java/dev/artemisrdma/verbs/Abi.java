@@ -23,6 +23,8 @@ public final class Abi {
     public static final int SEND_WR_NUM_SGE = 24;
     public static final int SEND_WR_OPCODE = 28;
     public static final int SEND_WR_SEND_FLAGS = 32;
+    /** __be32 imm_data (a union with invalidate_rkey): read by the provider for the *_WITH_IMM opcodes only. */
+    public static final int SEND_WR_IMM_DATA = 36;
     public static final int RECV_WR_SIZE = 32;
     public static final int RECV_WR_WR_ID = 0;
     public static final int RECV_WR_NEXT = 8;
@@ -34,6 +36,8 @@ public final class Abi {
     public static final int WC_OPCODE = 12;
     public static final int WC_VENDOR_ERR = 16;
     public static final int WC_BYTE_LEN = 20;
+    /** __be32 imm_data: valid when wc_flags has IBV_WC_WITH_IMM. */
+    public static final int WC_IMM_DATA = 24;
     public static final int WC_QP_NUM = 28;
     public static final int WC_WC_FLAGS = 36;
     public static final int QP_INIT_ATTR_SIZE = 64;

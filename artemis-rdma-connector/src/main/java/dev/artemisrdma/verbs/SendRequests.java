@@ -17,6 +17,7 @@ public final class SendRequests implements AutoCloseable {
     public static final int IBV_SEND_SOLICITED = 4;
     public static final int IBV_SEND_INLINE = 8;
     private static final int IBV_WR_SEND = 2;
+    private static final int IBV_WR_SEND_WITH_IMM = 3;
 
     private final int maxRequests;
     private final int maxSgePerRequest;
@@ -75,6 +76,23 @@ public final class SendRequests implements AutoCloseable {
         return this;
     }
 
+    /**
+     * Starts a SEND with immediate data (IBV_WR_SEND_WITH_IMM): {@code immediate} reaches the peer in its receive
+     * completion, in network byte order on the wire as the verbs ABI wants it.
+     */
+    public SendRequests addWithImmediate(long wrId, int sendFlags, int immediate) {
+        add(wrId, sendFlags);
+        int base = (count - 1) * Abi.SEND_WR_SIZE;
+        wr.putInt(base + Abi.SEND_WR_OPCODE, IBV_WR_SEND_WITH_IMM);
+        wr.putInt(base + Abi.SEND_WR_IMM_DATA, toNetworkOrder(immediate));
+        return this;
+    }
+
+    /** The view is in host order; imm_data is a __be32. */
+    static int toNetworkOrder(int value) {
+        return java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.BIG_ENDIAN ? value : Integer.reverseBytes(value);
+    }
+
     /** Appends a scatter-gather entry to the last SEND. */
     public SendRequests addSge(long address, int length, int lkey) {
         if (count == 0) {
@@ -105,6 +123,10 @@ public final class SendRequests implements AutoCloseable {
 
     long byteLength(int i) {
         return byteLengths[i];
+    }
+
+    int opcode(int i) {
+        return wr.getInt(i * Abi.SEND_WR_SIZE + Abi.SEND_WR_OPCODE);
     }
 
     int flags(int i) {

@@ -7,6 +7,8 @@ public final class WorkCompletions implements AutoCloseable {
 
     public static final int OPCODE_SEND = 0;
     public static final int OPCODE_RECV = 128;
+    /** wc_flags: the SEND carried immediate data. */
+    public static final int IBV_WC_WITH_IMM = 1 << 1;
 
     private final NativeStruct array;
     private final ByteBuffer view;
@@ -52,6 +54,15 @@ public final class WorkCompletions implements AutoCloseable {
 
     public int byteLength(int i) {
         return view.getInt(offset(i) + Abi.WC_BYTE_LEN);
+    }
+
+    public int wcFlags(int i) {
+        return view.getInt(offset(i) + Abi.WC_WC_FLAGS);
+    }
+
+    /** The immediate data in host order; meaningful only when {@link #wcFlags} has {@link #IBV_WC_WITH_IMM}. */
+    public int immediate(int i) {
+        return SendRequests.toNetworkOrder(view.getInt(offset(i) + Abi.WC_IMM_DATA)); // the swap is its own inverse
     }
 
     public int qpNumber(int i) {

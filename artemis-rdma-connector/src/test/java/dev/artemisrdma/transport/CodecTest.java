@@ -34,10 +34,31 @@ class CodecTest {
         // bits this side does not know (a newer peer's features) are ignored, not refused
         byte[] newer = Handshake.encodeConnect(packing);
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFF);
-        assertEquals(Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH,
-                Handshake.decodeConnect(newer).features());
+        assertEquals(Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS, Handshake.decodeConnect(newer).features());
+        assertFalse(Handshake.decodeConnect(old).readsImmediateFragments());
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFE);
         assertFalse(Handshake.decodeConnect(newer).readsPacked());
+    }
+
+    @Test
+    void fragmentImmediateDataRoundTrips() throws Exception {
+        for (int length : new int[] {0, 1, 65536, Integer.MAX_VALUE}) {
+            int imm = ImmediateHeader.first(length);
+            assertTrue(ImmediateHeader.isFirst(imm));
+            assertEquals(length, ImmediateHeader.frameLength(imm));
+        }
+        int imm = ImmediateHeader.continuation(true, FrameHeader.HINT_CREDIT_WANTED, FrameHeader.MAX_CREDITS);
+        assertFalse(ImmediateHeader.isFirst(imm));
+        assertTrue(ImmediateHeader.isLast(imm));
+        assertTrue(ImmediateHeader.creditWanted(imm));
+        assertEquals(FrameHeader.MAX_CREDITS, ImmediateHeader.credits(imm));
+        ImmediateHeader.checkContinuation(imm);
+        imm = ImmediateHeader.continuation(false, 0, 7);
+        assertFalse(ImmediateHeader.isLast(imm) || ImmediateHeader.creditWanted(imm));
+        assertEquals(7, ImmediateHeader.credits(imm));
+        org.junit.jupiter.api.Assertions.assertThrows(FabricException.class,
+                () -> ImmediateHeader.checkContinuation(1 << 16));
     }
 
     @Test

@@ -729,7 +729,9 @@ public final class FakeFabric implements Fabric {
             return;
         }
         dst.put(data);
-        push(peer.cq, new Cqe(peer, r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0));
+        // a SEND with immediate data hands it to the receive completion (IBV_WC_WITH_IMM), not to the buffer
+        push(peer.cq, new Cqe(peer, r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0,
+                w.immediate));
         if (w.signaled) {
             completeSend(qp, w, WcStatus.SUCCESS, data.length);
         } else {
@@ -1003,7 +1005,11 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
+    private record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree,
+                       long immediate) {
+        Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
+            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE);
+        }
     }
 
     private final class FakeCq implements CompletionQueue {
@@ -1058,7 +1064,7 @@ public final class FakeFabric implements Fabric {
                 out.clear();
                 while (out.count() < out.capacity() && !entries.isEmpty()) {
                     Cqe e = entries.poll();
-                    out.add(e.wrId, e.status, e.opcode, e.length, e.qp.qpn);
+                    out.add(e.wrId, e.status, e.opcode, e.length, e.qp.qpn, e.immediate);
                     if (e.recv) {
                         e.qp.rqOccupied--;
                     } else {
@@ -1158,10 +1164,14 @@ public final class FakeFabric implements Fabric {
         final int[] sgeLkey;
         byte[] inlineData;
         long rnrSince;
+        /** SEND_WITH_IMM's immediate data as an unsigned value, or Completions.NO_IMMEDIATE for a plain SEND. */
+        final long immediate;
 
         SendWr(SendList list, int i) {
             wrId = list.wrId(i);
             signaled = (list.flags(i) & SendList.FLAG_SIGNALED) != 0;
+            immediate = (list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 ? list.immediate(i) & 0xFFFF_FFFFL
+                    : Completions.NO_IMMEDIATE;
             int n = list.sgeCount(i);
             int first = list.firstSge(i);
             sgeAddress = new long[n];

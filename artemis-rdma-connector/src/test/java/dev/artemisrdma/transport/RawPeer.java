@@ -13,6 +13,7 @@ final class RawPeer implements AutoCloseable {
 
     static final int RECEIVES = 64;
     static final int SLOT = 16 << 10;
+    private final java.util.List<Received> received = new java.util.concurrent.CopyOnWriteArrayList<>();
     private static final int SEND_AREA = 1 << 20;
 
     private final CompletionQueue cq;
@@ -92,6 +93,21 @@ final class RawPeer implements AutoCloseable {
         SendList list = new SendList(1, 1);
         list.addSend(nextWrId++, SendList.FLAG_SIGNALED)
                 .addSge(memory.address() + at, FrameHeader.LENGTH + payload.length, memory.lkey());
+        qp.postSend(list);
+        awaitSendCompletion();
+    }
+
+    /**
+     * Sends one SEND with immediate data {@code immediate} and {@code size} bytes of payload, no in-band header; waits
+     * for a credit first.
+     */
+    void sendImmediate(int immediate, int size) throws Exception {
+        awaitCredit();
+        credits--;
+        int at = RECEIVES * SLOT;
+        SendList list = new SendList(1, 1);
+        list.addSend(nextWrId++, SendList.FLAG_SIGNALED).withImmediate(immediate)
+                .addSge(memory.address() + at, size, memory.lkey());
         qp.postSend(list);
         awaitSendCompletion();
     }
@@ -191,13 +207,27 @@ final class RawPeer implements AutoCloseable {
             }
             int slot = (int) (wrId & 0xFFFF);
             ByteBuffer b = memory.buffer();
-            credits += FrameHeader.credits(b, slot * SLOT);
+            received.add(new Received(batch.byteLength(i), batch.immediate(i)));
+            if (batch.immediate(i) == Completions.NO_IMMEDIATE) {
+                credits += FrameHeader.credits(b, slot * SLOT);
+            } else if (!ImmediateHeader.isFirst((int) batch.immediate(i))) {
+                credits += ImmediateHeader.credits((int) batch.immediate(i));
+            }
             RecvList again = new RecvList(1);
             again.add(wrId, memory.address() + (long) slot * SLOT, SLOT, memory.lkey());
             qp.postRecv(again);
             owed++;
         }
         return sendDone || !send && n > 0;
+    }
+
+    /** One SEND the server sent us: its length and its immediate data (Completions.NO_IMMEDIATE for none). */
+    record Received(int byteLength, long immediate) {
+    }
+
+    /** Every SEND that arrived from the server, in order. */
+    java.util.List<Received> received() {
+        return received;
     }
 
     boolean isLost() {

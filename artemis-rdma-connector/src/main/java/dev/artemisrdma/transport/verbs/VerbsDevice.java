@@ -235,8 +235,10 @@ final class VerbsDevice implements FabricDevice {
             try {
                 int n = spins <= 1 ? cq.poll(buffer) : cq.pollSpinning(buffer, spins);
                 for (int i = 0; i < n; i++) {
+                    long immediate = (buffer.wcFlags(i) & dev.artemisrdma.verbs.WorkCompletions.IBV_WC_WITH_IMM) != 0
+                            ? buffer.immediate(i) & 0xFFFF_FFFFL : Completions.NO_IMMEDIATE;
                     out.add(buffer.wrId(i), buffer.status(i), buffer.opcode(i), buffer.byteLength(i),
-                            buffer.qpNumber(i));
+                            buffer.qpNumber(i), immediate);
                 }
                 return n;
             } catch (VerbsException e) {

@@ -193,7 +193,11 @@ final class VerbsQueuePair implements QueuePair {
             int flags = list.flags(r);
             int ibvFlags = ((flags & SendList.FLAG_SIGNALED) != 0 ? SendRequests.IBV_SEND_SIGNALED : 0)
                     | ((flags & SendList.FLAG_INLINE) != 0 ? SendRequests.IBV_SEND_INLINE : 0);
-            native_.add(list.wrId(r), ibvFlags);
+            if ((flags & SendList.FLAG_IMMEDIATE) != 0) {
+                native_.addWithImmediate(list.wrId(r), ibvFlags, list.immediate(r));
+            } else {
+                native_.add(list.wrId(r), ibvFlags);
+            }
             int count = list.sgeCount(r);
             if (count > native_.maxSgePerRequest()) {
                 throw new FabricException("rdma_post_sendv: " + count + " scatter-gather entries exceed max_send_sge "
