@@ -832,7 +832,10 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** {@code writer}: a flush the application asked for (write, flush), which may wait behind a SEND in flight. */
     private void flushLocked(boolean writer) {
-        if (!state.sends()) {
+        // the goodbye is the last SEND: the close waits for the ring to drain, and only the goodbye's completion
+        // retires it; a credit frame after it (credit owed for what the peer sent meanwhile) would be unsignaled,
+        // nothing would retire it, and the close would sit out closeTimeout. The peer needs no credit from us now.
+        if (!state.sends() || goodbyeSent) {
             return;
         }
         FabricException failed = send.flush(writer);
@@ -1099,8 +1102,9 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /**
-     * Closing: pending frames go first, then a signaled goodbye (which also retires any unsignaled sends before it);
-     * once every send is known complete, disconnect. Bounded by closeTimeout.
+     * Closing: pending frames go first, then a signaled goodbye (which also retires any unsignaled sends before it),
+     * the last SEND ({@link #flushLocked(boolean)} posts nothing after it); once every send is known complete,
+     * disconnect. Bounded by closeTimeout.
      */
     private void progressOrderlyCloseLocked(long now) {
         if (send.outboxEmpty()) {
