@@ -14,11 +14,15 @@ case "$mode" in
 esac
 java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 deps="$(cat "$LATENCY_AB_DEPS")"
-names=(); declare -A cls port
+names=(); declare -A cls port opts
+# OPTS="name=-Dprop=v,-Dprop2=v other=...": JVM options of one build's server and client (e.g. transport settings,
+# -Drdmaperf.transport.receiveSlots=256), so one build can run under several settings in one boot
+for o in ${OPTS:-}; do opts[${o%%=*}]="$(tr ',' ' ' <<<"${o#*=}")"; done
 p=19100
 for entry in $LATENCY_AB_BUILDS; do
   name="${entry%%=*}"; names+=("$name"); cls[$name]="${entry#*=}"; port[$name]=$p; p=$((p + 100))
-  "$java_bin" -Xmx1g -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf server --bind "$addr" \
+  # shellcheck disable=SC2086 # opts are words
+  "$java_bin" -Xmx1g ${opts[$name]:-} -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf server --bind "$addr" \
     --port "${port[$name]}" > "$out/server-$name.log" 2>&1 &
 done
 sleep 8
@@ -37,7 +41,8 @@ for r in $(seq 1 "$rounds"); do
     # each client gets CLIENT_TIMEOUT seconds; one that has not finished by then prints its threads (SIGQUIT) into
     # client-NAME-roundR.out and is killed, so a hang shows where it hangs instead of stalling the whole run
     run_out="$out/client-$name-round$r.out"
-    "$java_bin" -Xmx1g -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" \
+    # shellcheck disable=SC2086
+    "$java_bin" -Xmx1g ${opts[$name]:-} -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" \
       --port "${port[$name]}" --layer transport --mode "$mode" --size "$size" --iters "$iters" --warmup "$warmup" \
       > "$run_out" 2>>"$out/client-$name.log" &
     client=$!
