@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.util.Random;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -128,33 +126,28 @@ class ImmediateFragmentsTest {
 
     @Test
     void aPeerThatDoesNotStateTheFeatureGetsHeadersInBand() throws Exception {
-        try (FakeFabric fabric = new FakeFabric(); RdmaTransport server = RdmaTransport.create(fabric, strict())) {
-            CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
-            RdmaServer listener = server.listen(Peers.serverAddress(), ch -> {
-                accepted.complete(ch);
-                return new Peers.Recorder();
-            });
-            try (RawPeer old = RawPeer.connect(fabric, listener.localAddress(), RawPeer.honestHandshake())) {
-                assertTrue(old.server().readsImmediateFragments(), "our side states that it reads them");
-                RdmaChannel ch = accepted.get(5, TimeUnit.SECONDS);
-                ch.write(ByteBuffer.wrap(new byte[64 << 10]), true);
-                Peers.await("the frame to leave", 5_000, () -> TransportStats.of(ch).framesSent() == 1);
-                Peers.await("its SENDs to arrive", 5_000, () -> {
-                    try {
-                        old.poll();
-                    } catch (FabricException e) {
-                        throw new AssertionError(e);
-                    }
-                    return old.received().size() == 5;
-                });
-                for (RawPeer.Received r : old.received()) {
-                    assertEquals(Completions.NO_IMMEDIATE, r.immediate(), "no immediate data to an older peer");
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer old = f.attacker()) { // its handshake is the old format: offset 20 is 0
+            assertTrue(old.server().readsImmediateFragments(), "our side states that it reads them");
+            Peers.await("the accepted channel", 5000, () -> f.channels.size() == 1);
+            RdmaChannel ch = f.channels.get(0);
+            ch.write(ByteBuffer.wrap(new byte[64 << 10]), true);
+            Peers.await("the frame to leave", 5_000, () -> TransportStats.of(ch).framesSent() == 1);
+            Peers.await("its SENDs to arrive", 5_000, () -> {
+                try {
+                    old.poll();
+                } catch (FabricException e) {
+                    throw new AssertionError(e);
                 }
-                assertEquals(0, TransportStats.of(ch).immediateSends());
-                // the first fragment's header in the buffer's headroom, the later ones' in the ring: two entries
-                assertEquals(4, fabric.postedSends(2), "in-band later fragments");
-                assertFalse(old.isLost());
+                return old.received().size() == 5;
+            });
+            for (RawPeer.Received r : old.received()) {
+                assertEquals(Completions.NO_IMMEDIATE, r.immediate(), "no immediate data to an older peer");
             }
+            assertEquals(0, TransportStats.of(ch).immediateSends());
+            // the first fragment's header in the buffer's headroom, the later ones' in the ring: two entries
+            assertEquals(4, f.fabric.postedSends(2), "in-band later fragments");
+            assertFalse(old.isLost());
         }
     }
 

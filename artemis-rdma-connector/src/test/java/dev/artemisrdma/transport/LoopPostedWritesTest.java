@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -21,29 +20,10 @@ class LoopPostedWritesTest {
         return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
     }
 
-    /** The server's first frame keeps its loop inside the handler (inside a batch) until {@code release}. */
-    private static final class HoldingRecorder extends Peers.Recorder {
-        final CountDownLatch inHandler = new CountDownLatch(1);
-        final CountDownLatch release = new CountDownLatch(1);
-
-        @Override
-        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-            super.onFrame(channel, frame);
-            if (count() == 1) {
-                inHandler.countDown();
-                try {
-                    release.await(10, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-        }
-    }
-
     @Test
     void writesFlushedWhileTheLoopHandlesABatchLeaveAsOneListAfterIt() throws Exception {
         FakeFabric fabric = new FakeFabric();
-        HoldingRecorder serverSide = new HoldingRecorder();
+        Peers.HoldingRecorder serverSide = new Peers.HoldingRecorder();
         Peers.Recorder clientSide = new Peers.Recorder();
         try (RdmaTransport server = RdmaTransport.create(fabric, strict());
              RdmaTransport client = RdmaTransport.create(fabric, strict())) {

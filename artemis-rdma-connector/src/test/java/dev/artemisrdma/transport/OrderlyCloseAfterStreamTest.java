@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -55,22 +54,7 @@ class OrderlyCloseAfterStreamTest {
     void creditOwedAfterTheGoodbyeDoesNotHoldTheClose() throws Exception {
         TransportConfig config = config();
         FakeFabric fabric = new FakeFabric();
-        CountDownLatch holding = new CountDownLatch(1);
-        CountDownLatch release = new CountDownLatch(1);
-        Peers.Recorder clientSide = new Peers.Recorder() {
-            @Override
-            public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-                super.onFrame(channel, frame);
-                if (count() == 1) {
-                    holding.countDown();
-                    try {
-                        release.await(10, TimeUnit.SECONDS);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                }
-            }
-        };
+        Peers.HoldingRecorder clientSide = new Peers.HoldingRecorder();
         Peers.Recorder serverSide = new Peers.Recorder();
         try (RdmaTransport serverTransport = RdmaTransport.create(fabric, config);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, config)) {
@@ -88,7 +72,7 @@ class OrderlyCloseAfterStreamTest {
             Peers.await("the stream", 5000, () -> serverSide.count() == FRAMES);
             // the client's loop is held in its handler by the peer's first frame; four more land behind it
             server.write(ByteBuffer.wrap(Peers.payload(8, 0, 100)), true);
-            assertTrue(holding.await(5, TimeUnit.SECONDS), "the client's handler was never called");
+            assertTrue(clientSide.inHandler.await(5, TimeUnit.SECONDS), "the client's handler was never called");
             for (int i = 1; i < 5; i++) {
                 server.write(ByteBuffer.wrap(Peers.payload(8, i, 100)), true);
             }
@@ -101,7 +85,7 @@ class OrderlyCloseAfterStreamTest {
             Peers.await("the goodbye at the peer", 5000,
                     () -> TransportStats.of(server).creditFramesReceived() > goodbyes);
             Thread.sleep(100); // the peer's frames, posted before the goodbye, land in the client's receives
-            release.countDown();
+            clientSide.release.countDown();
             long tookMillis = closing.get(10, TimeUnit.SECONDS);
             String state = "client " + ((RdmaChannelImpl) client).debugState() + " " + TransportStats.of(client);
             assertTrue(tookMillis < 1000, "close took " + tookMillis + " ms, closeTimeout "
@@ -112,7 +96,7 @@ class OrderlyCloseAfterStreamTest {
             assertTrue(peerCause.getMessage().contains("closed the connection"), peerCause.getMessage());
             listener.close();
         } finally {
-            release.countDown();
+            clientSide.release.countDown();
             fabric.close();
         }
         fabric.assertNoViolations();

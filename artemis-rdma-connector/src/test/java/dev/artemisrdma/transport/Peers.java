@@ -55,6 +55,28 @@ final class Peers {
         return c.getValue();
     }
 
+    /**
+     * A recorder whose first frame keeps its completion loop inside the handler (inside a batch) until
+     * {@code release}: what a busy loop does, made to order.
+     */
+    static final class HoldingRecorder extends Recorder {
+        final java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
+        final java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            super.onFrame(channel, frame);
+            if (count() == 1) {
+                inHandler.countDown();
+                try {
+                    release.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+    }
+
     /** Records what a channel's handler sees. */
     static class Recorder implements ChannelHandler {
         final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());

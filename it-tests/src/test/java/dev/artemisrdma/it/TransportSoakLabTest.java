@@ -185,6 +185,10 @@ class TransportSoakLabTest {
             // and credit frames), so nothing of this traffic went any other way
             assertEquals(clientStats.sendsPosted() + serverStats.sendsPosted(), moved.get("rdma_sends"),
                     "rxe's rdma_sends against our channels' SENDs: " + moved.nonZero());
+            // frames larger than a slot went in whole-slot fragments with their header in immediate data
+            // (SEND_WITH_IMM on rxe), both ways; order and content are checked above
+            assertTrue(clientStats.immediateSends() > 0 && serverStats.immediateSends() > 0,
+                    "no fragment went with its header in immediate data: " + clientStats + " / " + serverStats);
             long payload = bytesToServer + bytesToClient;
             // both ends live on one rxe device: every data packet (at most 4 KiB of payload) passes its counter
             assertTrue(moved.get("sent_pkts") >= payload / 4096, "rxe sent " + moved.get("sent_pkts")
@@ -194,9 +198,10 @@ class TransportSoakLabTest {
 
     private static void report(String direction, long frames, long bytes, double seconds, TransportStats sender) {
         System.out.printf(Locale.ROOT, "transport soak: %s %,d frames, %,d bytes in %.1f s: %,.0f frames/s, "
-                        + "%.1f MB/s; sender %d SENDs (%d frames packed into %d), %d credit stalls%n", direction,
-                frames, bytes, seconds, frames / seconds, bytes / seconds / 1e6, sender.sendsPosted(),
-                sender.framesPacked(), sender.packedSends(), sender.creditStalls());
+                        + "%.1f MB/s; sender %d SENDs (%d frames packed into %d, %d with immediate data), %d credit "
+                        + "stalls%n", direction, frames, bytes, seconds, frames / seconds, bytes / seconds / 1e6,
+                sender.sendsPosted(), sender.framesPacked(), sender.packedSends(), sender.immediateSends(),
+                sender.creditStalls());
     }
 
     private static CompletableFuture<Long> writer(String name, RdmaChannel channel, Checker own, SoakMix mix) {
