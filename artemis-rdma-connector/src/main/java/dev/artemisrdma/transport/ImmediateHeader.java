@@ -15,9 +15,11 @@ package dev.artemisrdma.transport;
  * </pre>
  *
  * A continuation's offset is not sent: RC delivers a queue pair's SENDs in order, so it is what the receiver has put
- * together so far. A first fragment returns no credit (its 31 bits hold the length): the sender gives it only
- * when it holds a credit beyond the one it spends (the last credit goes only with a SEND that returns credit, see
- * {@link CreditWindow}), and what it owes rides on the next SEND. Immediate data is never PACKED, CREDIT or CLOSE.
+ * together so far. A first fragment returns no credit and carries no hint (its 31 bits hold the length): the sender
+ * gives it only when it holds a credit beyond the one it spends (the last credit goes only with a SEND that returns
+ * credit, see {@link CreditWindow}), and what it owes rides on the next SEND. (So a frame of exactly one slot, a
+ * single immediate first fragment, never asks for a larger window; frames of two slots or more ask with their
+ * continuations.) Immediate data is never PACKED, CREDIT or CLOSE.
  */
 final class ImmediateHeader {
 

@@ -28,12 +28,15 @@ class RandomisedTrafficTest {
     private static final int SCENARIOS = 12;
     /** Across scenarios: the traffic must have gone packed too, or this test no longer covers packing. */
     private static final AtomicLong FRAMES_PACKED = new AtomicLong();
+    /** Likewise fragments with their header in immediate data. */
+    private static final AtomicLong IMMEDIATE_SENDS = new AtomicLong();
     private static final AtomicInteger SCENARIOS_PASSED = new AtomicInteger();
 
     @AfterAll
     static void packingWasExercised() {
         if (SCENARIOS_PASSED.get() == SCENARIOS) { // a single scenario rerun by seed may well not pack
             assertTrue(FRAMES_PACKED.get() > 0, "no scenario sent a packed SEND");
+            assertTrue(IMMEDIATE_SENDS.get() > 0, "no scenario sent a fragment with immediate data");
         }
     }
 
@@ -149,6 +152,7 @@ class RandomisedTrafficTest {
             TransportStats stats = TransportStats.of(c.client);
             assertEquals(toServer.length, stats.framesSent());
             FRAMES_PACKED.addAndGet(stats.framesPacked() + TransportStats.of(c.serverChannel).framesPacked());
+            IMMEDIATE_SENDS.addAndGet(stats.immediateSends() + TransportStats.of(c.serverChannel).immediateSends());
             assertEquals(toServer.length, TransportStats.of(c.serverChannel).framesReceived());
             if (a.sawUnwritable > 0) {
                 Peers.await("onWritable", 5000, () -> c.clientSide.writableEvents.get() > 0);
