@@ -99,6 +99,7 @@
   ABI(CQ_CONTEXT, offsetof(struct ibv_cq, context)) \
   ABI(CQ_CQE, offsetof(struct ibv_cq, cqe)) \
   ABI(CONTEXT_DEVICE, offsetof(struct ibv_context, device)) \
+  ABI(DEVICE_TRANSPORT_TYPE, offsetof(struct ibv_device, transport_type)) \
   ABI(CONTEXT_OPS, offsetof(struct ibv_context, ops)) \
   ABI(OPS_POLL_CQ, offsetof(struct ibv_context_ops, poll_cq)) \
   ABI(OPS_REQ_NOTIFY_CQ, offsetof(struct ibv_context_ops, req_notify_cq)) \

@@ -8,6 +8,12 @@ public interface FabricDevice {
     DeviceLimits limits();
 
     /**
+     * Whether SENDs on this device may carry immediate data (IBV_WR_SEND_WITH_IMM): InfiniBand and RoCE devices, not
+     * iWARP ones. Without it, fragments keep their header in band whatever the peer reads.
+     */
+    boolean supportsImmediateData();
+
+    /**
      * Allocates a page-aligned slab of {@code bytes} and registers it for local write only (no remote keys are
      * ever handed out). The slab lives until {@link RegisteredMemory#close()}.
      */

@@ -46,6 +46,8 @@ final class SendSide {
     private int slotCapacity;
     /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
     private boolean immediateFragments;
+    /** Our device may send immediate data (not an iWARP one); known from {@link #attach}. */
+    private boolean deviceSendsImmediate;
     private int peerMaxFrame;
     private boolean packing;
     /** The peer grants from a shared pool: its window may grow when we tell it frames are waiting. */
@@ -103,6 +105,7 @@ final class SendSide {
         sendList = new SendList(budget, 2 * budget);
         inlineDone = new PooledBuffer[budget];
         inlineLimit = config.maxInlineData() == 0 ? 0 : Math.min(config.maxInlineData(), caps.maxInlineData());
+        deviceSendsImmediate = queuePair.device().supportsImmediateData();
     }
 
     /**
@@ -224,7 +227,7 @@ final class SendSide {
     private void addFragment(PooledBuffer frame) {
         int offset = frame.sentOffset;
         boolean first = offset == 0;
-        boolean immediate = immediateFragments && frame.frameLength > fragmentCapacity
+        boolean immediate = immediateFragments && deviceSendsImmediate && frame.frameLength > fragmentCapacity
                 && (!first || credits.sendCredits() > 1);
         int n = Math.min(frame.frameLength - offset, immediate ? slotCapacity : fragmentCapacity);
         boolean last = offset + n == frame.frameLength;

@@ -103,6 +103,8 @@ public final class Abi {
     public static final int CQ_CONTEXT = 0;
     public static final int CQ_CQE = 28;
     public static final int CONTEXT_DEVICE = 0;
+    /** enum ibv_transport_type of struct ibv_device: IBV_TRANSPORT_IB (0) for InfiniBand and RoCE, 1 for iWARP. */
+    public static final int DEVICE_TRANSPORT_TYPE = 20;
     public static final int CONTEXT_OPS = 8;
     public static final int OPS_POLL_CQ = 88;
     public static final int OPS_REQ_NOTIFY_CQ = 96;

@@ -16,13 +16,15 @@ public final class RdmaDevice implements AutoCloseable {
     private final int activeMtu;
     private final int maxSrq;
     private final int maxSrqWr;
+    private final int transportType;
     private boolean closed;
 
     RdmaDevice(long context) throws VerbsException {
         NativeStruct.requireNonNull(context, "ibv_context");
         this.context = context;
-        this.name = NativeStruct.readString(IbVerbs.ibv_get_device_name(NativeStruct.readPointer(context,
-                Abi.CONTEXT_DEVICE)));
+        long ibvDevice = NativeStruct.readPointer(context, Abi.CONTEXT_DEVICE);
+        this.name = NativeStruct.readString(IbVerbs.ibv_get_device_name(ibvDevice));
+        this.transportType = NativeStruct.readInt(ibvDevice, Abi.DEVICE_TRANSPORT_TYPE);
         try (NativeStruct attr = new NativeStruct(Abi.DEVICE_ATTR_SIZE);
              NativeStruct port = new NativeStruct(Abi.PORT_ATTR_BUFFER)) {
             int rc = IbVerbs.ibv_query_device(context, attr.address());
@@ -55,6 +57,16 @@ public final class RdmaDevice implements AutoCloseable {
     public String name() {
         return name;
     }
+
+    /**
+     * Whether SENDs may carry immediate data: InfiniBand and RoCE devices (IBV_TRANSPORT_IB) do; iWARP ones (siw,
+     * and iWARP NICs) refuse IBV_WR_SEND_WITH_IMM as an invalid opcode.
+     */
+    public boolean supportsImmediateData() {
+        return transportType == IBV_TRANSPORT_IB;
+    }
+
+    private static final int IBV_TRANSPORT_IB = 0;
 
     long context() {
         return context;

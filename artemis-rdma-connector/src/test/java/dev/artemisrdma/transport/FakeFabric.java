@@ -112,6 +112,7 @@ public final class FakeFabric implements Fabric {
     private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     private volatile boolean receivesPolledBeforeDestroy;
     private volatile boolean stallHandshakes;
+    private volatile boolean noImmediateData;
     private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     private long nextAddress = 0x7f3a_0000_0000L;
@@ -258,6 +259,13 @@ public final class FakeFabric implements Fabric {
      * create and prepare the passive queue pair and return, but it is never established and the connecting side
      * waits until its timeout.
      */
+    /**
+     * The fabric's devices are iWARP-like (siw): SEND_WITH_IMM is an invalid opcode, a violation that fails the post.
+     */
+    public void withoutImmediateData() {
+        noImmediateData = true;
+    }
+
     public void stallHandshakes(boolean on) {
         stallHandshakes = on;
     }
@@ -805,6 +813,11 @@ public final class FakeFabric implements Fabric {
         }
 
         @Override
+        public boolean supportsImmediateData() {
+            return !noImmediateData;
+        }
+
+        @Override
         public RegisteredMemory register(int bytes) throws FabricException {
             if (bytes <= 0) {
                 throw new FabricException("ibv_reg_mr: " + bytes + " bytes (EINVAL)");
@@ -1280,6 +1293,10 @@ public final class FakeFabric implements Fabric {
                         violation("postSend with " + list.sgeCount(i) + " sges, qp " + qpn + " allows "
                                 + caps.maxSendSge());
                         throw new FabricException("ibv_post_send: too many sges (EINVAL " + EINVAL + ")");
+                    }
+                    if ((list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 && noImmediateData) {
+                        violation("SEND_WITH_IMM on qp " + qpn + ": the device does not support immediate data");
+                        throw new FabricException("ibv_post_send: invalid opcode (EINVAL " + EINVAL + ")");
                     }
                     if ((list.flags(i) & SendList.FLAG_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
                         violation("inline send of " + list.byteLength(i) + " bytes, qp " + qpn + " allows "

@@ -125,6 +125,21 @@ class ImmediateFragmentsTest {
     }
 
     @Test
+    void aDeviceWithoutImmediateDataKeepsHeadersInBand() throws Exception {
+        FakeFabric iwarp = new FakeFabric();
+        iwarp.withoutImmediateData(); // as siw: SEND_WITH_IMM would be an invalid opcode
+        try (Connection c = new Connection(iwarp, strict(), strict())) {
+            byte[] frame = Peers.payload(16, 0, 64 << 10);
+            c.client.write(ByteBuffer.wrap(frame), true);
+            Peers.await("the frame", 5000, () -> c.serverSide.count() == 1);
+            assertEquals(Peers.crc(frame), c.serverSide.crcs.get(0));
+            TransportStats s = TransportStats.of(c.client);
+            assertEquals(0, s.immediateSends(), s.toString());
+            assertEquals(5, dataSends(s), "16,376 bytes a fragment behind in-band headers: " + s);
+        }
+    }
+
+    @Test
     void aPeerThatDoesNotStateTheFeatureGetsHeadersInBand() throws Exception {
         try (HostileServerFixture f = new HostileServerFixture(strict());
              RawPeer old = f.attacker()) { // its handshake is the old format: offset 20 is 0

@@ -40,6 +40,11 @@ final class VerbsDevice implements FabricDevice {
     }
 
     @Override
+    public boolean supportsImmediateData() {
+        return device.supportsImmediateData();
+    }
+
+    @Override
     public RegisteredMemory register(int bytes) throws FabricException {
         try {
             return new Memory(device.register(bytes));
