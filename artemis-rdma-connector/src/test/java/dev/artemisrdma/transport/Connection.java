@@ -12,8 +12,8 @@ final class Connection implements AutoCloseable {
     final RdmaTransport serverTransport;
     final RdmaTransport clientTransport;
     final RdmaServer server;
-    final Peers.Recorder serverSide = new Peers.Recorder();
-    final Peers.Recorder clientSide = new Peers.Recorder();
+    final Peers.Recorder serverSide;
+    final Peers.Recorder clientSide;
     final RdmaChannel client;
     final RdmaChannel serverChannel;
 
@@ -22,7 +22,15 @@ final class Connection implements AutoCloseable {
     }
 
     Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
+        this(fabric, serverConfig, clientConfig, new Peers.Recorder(), new Peers.Recorder());
+    }
+
+    /** With handlers of the test's own (e.g. {@link Peers.HoldingRecorder}). */
+    Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig, Peers.Recorder serverSide,
+               Peers.Recorder clientSide) throws Exception {
         this.fabric = fabric;
+        this.serverSide = serverSide;
+        this.clientSide = clientSide;
         serverTransport = RdmaTransport.create(fabric, serverConfig);
         clientTransport = RdmaTransport.create(fabric, clientConfig);
         CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -22,18 +21,11 @@ class LoopPostedWritesTest {
 
     @Test
     void writesFlushedWhileTheLoopHandlesABatchLeaveAsOneListAfterIt() throws Exception {
-        FakeFabric fabric = new FakeFabric();
         Peers.HoldingRecorder serverSide = new Peers.HoldingRecorder();
         Peers.Recorder clientSide = new Peers.Recorder();
-        try (RdmaTransport server = RdmaTransport.create(fabric, strict());
-             RdmaTransport client = RdmaTransport.create(fabric, strict())) {
-            CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                accepted.complete(ch);
-                return serverSide;
-            });
-            RdmaChannel ch = client.connect(s.localAddress(), clientSide);
-            RdmaChannel served = accepted.get(5, TimeUnit.SECONDS);
+        try (Connection c = new Connection(new FakeFabric(), strict(), strict(), serverSide, clientSide)) {
+            RdmaChannel ch = c.client;
+            RdmaChannel served = c.serverChannel;
             ch.write(ByteBuffer.wrap(Peers.payload(7, 0, 100)), true);
             assertTrue(serverSide.inHandler.await(5, TimeUnit.SECONDS), "the server's loop is in the handler");
             long postsBefore = TransportStats.of(served).postCalls();
@@ -52,9 +44,7 @@ class LoopPostedWritesTest {
             TransportStats after = TransportStats.of(served);
             assertEquals(postsBefore + 1, after.postCalls(), "the loop posted the ten writes as one list: " + after);
             assertEquals(10, after.framesPacked(), after.toString());
-            fabric.assertNoViolations();
         }
-        fabric.close();
     }
 
     @Test

@@ -53,53 +53,45 @@ class OrderlyCloseAfterStreamTest {
     @Test
     void creditOwedAfterTheGoodbyeDoesNotHoldTheClose() throws Exception {
         TransportConfig config = config();
-        FakeFabric fabric = new FakeFabric();
         Peers.HoldingRecorder clientSide = new Peers.HoldingRecorder();
         Peers.Recorder serverSide = new Peers.Recorder();
-        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, config);
-             RdmaTransport clientTransport = RdmaTransport.create(fabric, config)) {
-            CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
-            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), ch -> {
-                accepted.complete(ch);
-                return serverSide;
-            });
-            RdmaChannel client = clientTransport.connect(listener.localAddress(), clientSide);
-            RdmaChannel server = accepted.get(5, TimeUnit.SECONDS);
-            // the stream, through the small window
-            for (int i = 0; i < FRAMES; i++) {
-                client.write(ByteBuffer.wrap(Peers.payload(7, i, 40 + (i * 37) % 400)), true);
+        try (Connection c = new Connection(new FakeFabric(), config, config, serverSide, clientSide)) {
+            RdmaChannel client = c.client;
+            RdmaChannel server = c.serverChannel;
+            try {
+                // the stream, through the small window
+                for (int i = 0; i < FRAMES; i++) {
+                    client.write(ByteBuffer.wrap(Peers.payload(7, i, 40 + (i * 37) % 400)), true);
+                }
+                Peers.await("the stream", 5000, () -> serverSide.count() == FRAMES);
+                // the client's loop is held in its handler by the peer's first frame; four more land behind it
+                server.write(ByteBuffer.wrap(Peers.payload(8, 0, 100)), true);
+                assertTrue(clientSide.inHandler.await(5, TimeUnit.SECONDS), "the client's handler was never called");
+                for (int i = 1; i < 5; i++) {
+                    server.write(ByteBuffer.wrap(Peers.payload(8, i, 100)), true);
+                }
+                long goodbyes = TransportStats.of(server).creditFramesReceived();
+                CompletableFuture<Long> closing = CompletableFuture.supplyAsync(() -> {
+                    long start = System.nanoTime();
+                    client.close(); // posts the goodbye from this thread: the loop is busy
+                    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                });
+                Peers.await("the goodbye at the peer", 5000,
+                        () -> TransportStats.of(server).creditFramesReceived() > goodbyes);
+                Thread.sleep(100); // the peer's frames, posted before the goodbye, land in the client's receives
+                clientSide.release.countDown();
+                long tookMillis = closing.get(10, TimeUnit.SECONDS);
+                String state = "client " + ((RdmaChannelImpl) client).debugState() + " " + TransportStats.of(client);
+                assertTrue(tookMillis < 1000, "close took " + tookMillis + " ms, closeTimeout "
+                        + config.closeTimeout().toMillis() + " ms: " + state);
+                assertNull(clientSide.closed.get(5, TimeUnit.SECONDS), state);
+                FabricException peerCause = serverSide.closed.get(5, TimeUnit.SECONDS);
+                assertNotNull(peerCause, state);
+                assertTrue(peerCause.getMessage().contains("closed the connection"), peerCause.getMessage());
+            } finally {
+                clientSide.release.countDown();
             }
-            Peers.await("the stream", 5000, () -> serverSide.count() == FRAMES);
-            // the client's loop is held in its handler by the peer's first frame; four more land behind it
-            server.write(ByteBuffer.wrap(Peers.payload(8, 0, 100)), true);
-            assertTrue(clientSide.inHandler.await(5, TimeUnit.SECONDS), "the client's handler was never called");
-            for (int i = 1; i < 5; i++) {
-                server.write(ByteBuffer.wrap(Peers.payload(8, i, 100)), true);
-            }
-            long goodbyes = TransportStats.of(server).creditFramesReceived();
-            CompletableFuture<Long> closing = CompletableFuture.supplyAsync(() -> {
-                long start = System.nanoTime();
-                client.close(); // posts the goodbye from this thread: the loop is busy
-                return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-            });
-            Peers.await("the goodbye at the peer", 5000,
-                    () -> TransportStats.of(server).creditFramesReceived() > goodbyes);
-            Thread.sleep(100); // the peer's frames, posted before the goodbye, land in the client's receives
-            clientSide.release.countDown();
-            long tookMillis = closing.get(10, TimeUnit.SECONDS);
-            String state = "client " + ((RdmaChannelImpl) client).debugState() + " " + TransportStats.of(client);
-            assertTrue(tookMillis < 1000, "close took " + tookMillis + " ms, closeTimeout "
-                    + config.closeTimeout().toMillis() + " ms: " + state);
-            assertNull(clientSide.closed.get(5, TimeUnit.SECONDS), state);
-            FabricException peerCause = serverSide.closed.get(5, TimeUnit.SECONDS);
-            assertNotNull(peerCause, state);
-            assertTrue(peerCause.getMessage().contains("closed the connection"), peerCause.getMessage());
-            listener.close();
-        } finally {
-            clientSide.release.countDown();
-            fabric.close();
         }
-        fabric.assertNoViolations();
     }
 
     private static void oneRound(RdmaTransport serverTransport, RdmaTransport clientTransport, int round)
