@@ -178,7 +178,12 @@ class ArtemisLabTest {
                         + ", " + next[2] + ")");
                 int producer = m.getIntProperty("producer");
                 int seq = m.getIntProperty("seq");
-                assertEquals(next[producer], seq, "order of producer " + producer);
+                if (seq != next[producer]) {
+                    // say whether the expected message comes later (reordered) or never (lost): once in four CI
+                    // runs on 2026-12-01 one non-persistent message was out of place, with no error logged
+                    assertEquals(next[producer], seq, "order of producer " + producer + "; the next of it: "
+                            + nextSeqs(consumer, producer, seq));
+                }
                 next[producer]++;
                 byte[] body = new byte[(int) m.getBodyLength()];
                 m.readBytes(body);
@@ -198,6 +203,25 @@ class ArtemisLabTest {
         } finally {
             pool.shutdownNow();
         }
+    }
+
+    /** The seqs of {@code producer} in the messages that follow (up to 50): what an order failure looked like. */
+    private static String nextSeqs(MessageConsumer consumer, int producer, int seq) {
+        StringBuilder seen = new StringBuilder().append(seq);
+        try {
+            for (int i = 0; i < 50; i++) {
+                Message m = consumer.receive(2_000);
+                if (m == null) {
+                    break;
+                }
+                if (m.getIntProperty("producer") == producer) {
+                    seen.append(' ').append(m.getIntProperty("seq"));
+                }
+            }
+        } catch (Exception e) {
+            seen.append(" (").append(e).append(')');
+        }
+        return seen.toString();
     }
 
     private static int sizeOf(int producer, int seq) {
