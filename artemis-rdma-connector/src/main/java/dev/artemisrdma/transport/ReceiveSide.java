@@ -148,12 +148,8 @@ final class ReceiveSide {
             } else if ((flags & FrameHeader.PACKED) != 0) {
                 receivePacked(slotView, base, byteLength, flags);
             } else {
-                slotView.limit(base + byteLength).position(base + FrameHeader.LENGTH);
-                ByteBuffer frame = reassembler.accept(slotView, flags, FrameHeader.lengthOrOffset(slotView, base));
-                if (frame != null) {
-                    deliver(frame);
-                }
-                slotView.clear();
+                reassemble(slotView, base + FrameHeader.LENGTH, base + byteLength, flags,
+                        FrameHeader.lengthOrOffset(slotView, base));
             }
             return true;
         } catch (FabricException e) {
@@ -186,8 +182,14 @@ final class ReceiveSide {
             lengthOrOffset = reassembler.received();
             flags = ImmediateHeader.isLast(immediate) ? FrameHeader.LAST : 0;
         }
+        reassemble(slotView, base, base + byteLength, flags, lengthOrOffset);
+    }
+
+    /** Hands the fragment at [from, to) of {@code slotView} to the reassembler and delivers a frame it completes. */
+    private void reassemble(ByteBuffer slotView, int from, int to, int flags, int lengthOrOffset)
+            throws FabricException {
         try {
-            slotView.limit(base + byteLength).position(base);
+            slotView.limit(to).position(from);
             ByteBuffer frame = reassembler.accept(slotView, flags, lengthOrOffset);
             if (frame != null) {
                 deliver(frame);
