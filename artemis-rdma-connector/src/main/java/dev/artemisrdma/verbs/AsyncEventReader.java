@@ -108,16 +108,18 @@ public final class AsyncEventReader implements AutoCloseable {
             int port = 0;
             int qpNumber = -1;
             long srq = 0;
+            long cq = 0;
             switch (type.element()) {
                 case PORT -> port = event.getInt(Abi.ASYNC_EVENT_ELEMENT);
                 // the queue pair cannot be destroyed before this event is acknowledged, so it is still there
                 case QP -> qpNumber = element == 0 ? -1 : NativeStruct.readInt(element, Abi.QP_QP_NUM);
                 case SRQ -> srq = element;
+                case CQ -> cq = element;
                 default -> {
                 }
             }
             IbVerbs.ibv_ack_async_event(event.address());
-            out.add(new IbvAsyncEvent(device, type, raw, port, qpNumber, srq));
+            out.add(new IbvAsyncEvent(device, type, raw, port, qpNumber, srq, cq));
         }
     }
 

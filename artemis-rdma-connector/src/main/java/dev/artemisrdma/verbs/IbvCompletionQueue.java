@@ -58,7 +58,8 @@ public final class IbvCompletionQueue implements AutoCloseable {
         return device;
     }
 
-    long address() {
+    /** The native {@code struct ibv_cq}'s address: what an async event about this queue names. */
+    public long address() {
         return cq;
     }
 

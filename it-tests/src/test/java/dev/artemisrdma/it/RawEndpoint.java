@@ -27,6 +27,7 @@ final class RawEndpoint implements ConnectionSetup, QueuePairEvents, AutoCloseab
     private final int receives;
     private final int maxSendSge;
     private final int maxInline;
+    private final int cqEntries;
     private CompletionQueue cq;
     private RegisteredMemory memory;
     private QueuePair qp;
@@ -36,14 +37,20 @@ final class RawEndpoint implements ConnectionSetup, QueuePairEvents, AutoCloseab
     volatile boolean tryEarlySend;
 
     RawEndpoint(int receives, int maxSendSge, int maxInline) {
+        this(receives, maxSendSge, maxInline, 1024);
+    }
+
+    /** With a completion queue of {@code cqEntries} (at least; the device may round up). */
+    RawEndpoint(int receives, int maxSendSge, int maxInline, int cqEntries) {
         this.receives = receives;
         this.maxSendSge = maxSendSge;
         this.maxInline = maxInline;
+        this.cqEntries = cqEntries;
     }
 
     @Override
     public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
-        cq = device.createCompletionQueue(1024);
+        cq = device.createCompletionQueue(cqEntries);
         memory = device.register(1 << 20);
         int sge = maxSendSge <= 0 ? device.limits().maxSge() : maxSendSge;
         return new QueuePairSpec(cq, 128, Math.max(1, receives), sge, 1, maxInline);
@@ -95,6 +102,10 @@ final class RawEndpoint implements ConnectionSetup, QueuePairEvents, AutoCloseab
 
     QueuePair qp() {
         return qp;
+    }
+
+    CompletionQueue cq() {
+        return cq;
     }
 
     RegisteredMemory memory() {

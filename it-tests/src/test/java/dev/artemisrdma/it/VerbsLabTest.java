@@ -1,5 +1,6 @@
 package dev.artemisrdma.it;
 
+import dev.artemisrdma.transport.Completions;
 import dev.artemisrdma.transport.ConnectOptions;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.FabricListener;
@@ -174,6 +175,47 @@ class VerbsLabTest {
             List<long[]> flushed = pair.client.awaitCompletions(1, 20_000);
             assertEquals(1, flushed.size());
             assertEquals("IBV_WC_WR_FLUSH_ERR", WcStatus.name((int) flushed.get(0)[1]));
+        }
+    }
+
+    /**
+     * A completion queue that overruns: rxe drops the completion and raises IBV_EVENT_CQ_ERR, which the fabric turns
+     * into a failure of that queue, so its poller (a completion loop) stops trusting it at once instead of waiting
+     * for completions that were dropped. The transport sizes its queues so that this cannot happen; this is the
+     * safety net, on the real device.
+     */
+    @Test
+    void anOverrunCompletionQueueFailsItsNextPollNamingTheEvent() throws Exception {
+        try (VerbsFabric fabric = new VerbsFabric();
+             Pair pair = new Pair(fabric, new RawEndpoint(64, 1, 0), new RawEndpoint(0, 1, 0, 4), 7)) {
+            int capacity = pair.client.cq().capacity();
+            int sends = capacity + 8;
+            assertTrue(sends <= 64, "the device gave a queue of " + capacity + " entries for 4 asked");
+            SendList list = new SendList(sends, sends);
+            for (int i = 0; i < sends; i++) {
+                list.addSend(i, SendList.FLAG_SIGNALED).addSge(pair.client.memory().address() + i, 64,
+                        pair.client.memory().lkey());
+            }
+            pair.client.qp().postSend(list); // nothing polls the client's queue meanwhile: it overruns
+            assertEquals(sends, pair.server.awaitCompletions(sends, 20_000).size(), "the peer received every send");
+            Thread.sleep(1000); // the acknowledgements reach the client's completer meanwhile: a poll now would make room
+            Completions batch = new Completions(64);
+            FabricException failure = null;
+            int polled = 0;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (failure == null && System.nanoTime() < deadline) {
+                try {
+                    polled += pair.client.cq().poll(batch);
+                } catch (FabricException e) {
+                    failure = e;
+                }
+            }
+            assertNotNull(failure, "no poll failed within 10 s after " + polled + " completions of " + sends);
+            assertTrue(failure.getMessage().contains("IBV_EVENT_CQ_ERR on rxe")
+                    && failure.getMessage().contains("overran"), failure.getMessage());
+            assertTrue(polled <= capacity, polled + " completions polled from a queue of " + capacity);
+            System.out.println("VerbsLabTest: a queue of " + capacity + " entries overrun by " + sends
+                    + " signaled sends: " + polled + " completions polled, then: " + failure.getMessage());
         }
     }
 

@@ -200,10 +200,26 @@ final class VerbsDevice implements FabricDevice {
         }
     }
 
-    /** A completion queue over an {@link IbvCompletionQueue}, converting native completions to {@link Completions}. */
+    /** This device's live completion queue at {@code address} (what an async event names), or null. */
+    Cq completionQueueAt(long address) {
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            if (resource instanceof Cq q && q.ibv().address() == address) {
+                return q;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * A completion queue over an {@link IbvCompletionQueue}, converting native completions to {@link Completions}.
+     * A queue the device reported in error ({@link #fail}) throws on every poll from then on: a completion it could
+     * not hold is lost, so nothing polled from it can be trusted to be complete.
+     */
     final class Cq implements CompletionQueue {
         private final IbvCompletionQueue cq;
         private dev.artemisrdma.verbs.WorkCompletions buffer;
+        /** Why the device failed this queue; null while it is sound. */
+        private volatile String failure;
 
         Cq(IbvCompletionQueue cq) {
             this.cq = cq;
@@ -228,8 +244,26 @@ final class VerbsDevice implements FabricDevice {
             return pollSpinning(out, 1);
         }
 
+        /**
+         * The device reported this queue in error (IBV_EVENT_CQ_ERR): every poll throws {@code reason} from now on,
+         * which takes its completion loop out of service and fails that loop's connections; a blocked poller wakes.
+         * Returns false when it had failed already (rxe reports every completion it drops).
+         */
+        synchronized boolean fail(String reason) {
+            if (failure != null) {
+                return false;
+            }
+            failure = reason;
+            cq.wakeUp();
+            return true;
+        }
+
         @Override
         public int pollSpinning(Completions out, int spins) throws FabricException {
+            String failed = failure;
+            if (failed != null) {
+                throw new FabricException(failed);
+            }
             if (buffer == null || buffer.capacity() < out.capacity()) {
                 if (buffer != null) {
                     buffer.close();
