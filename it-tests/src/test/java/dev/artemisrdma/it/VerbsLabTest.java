@@ -186,6 +186,7 @@ class VerbsLabTest {
      */
     @Test
     void anOverrunCompletionQueueFailsItsNextPollNamingTheEvent() throws Exception {
+        RdmaResources before = RdmaResources.afterWarmUp();
         try (VerbsFabric fabric = new VerbsFabric();
              Pair pair = new Pair(fabric, new RawEndpoint(64, 1, 0), new RawEndpoint(0, 1, 0, 4), 7)) {
             int capacity = pair.client.cq().capacity();
@@ -217,6 +218,9 @@ class VerbsLabTest {
             System.out.println("VerbsLabTest: a queue of " + capacity + " entries overrun by " + sends
                     + " signaled sends: " + polled + " completions polled, then: " + failure.getMessage());
         }
+        // the failed queue, its queue pair and their memory are destroyed like any others
+        assertEquals(before, RdmaResources.awaitEqual(before, 20_000), "rdma resource show counts return to where "
+                + "they started");
     }
 
     @Test
