@@ -23,7 +23,9 @@ import dev.artemisrdma.transport.TransportConfig;
  * receiving as it opens, then a round in which every connection sends and receives at once, then all idle. Prints
  * rxe's RNR counters, the broker's registered memory (its own counters) against what per-connection receive queues
  * need, the broker's CPU over a window with every connection idle (from /proc), its busiest threads, and whether
- * {@code rdma resource show} returned to its baseline once everything closed.
+ * {@code rdma resource show} returned to its baseline once everything closed. The same window before the first
+ * connection is the floor (the JVM and Artemis with nothing to serve): what the idle connections add is the difference,
+ * with the JIT compiler threads, whose compiling ends, left out of both.
  *
  * <p>Then, unless {@code TRANSPORTS} leaves out {@code tcp}, the same connections, round and idle window over Artemis's
  * own Netty TCP acceptor of the same broker: what Artemis itself costs with that many idle connections (its pings,
@@ -31,7 +33,7 @@ import dev.artemisrdma.transport.TransportConfig;
  *
  * <p>Arguments: [connections (1000)] [client JVMs (4)] [messages per connection in the round (10)]. Environment:
  * {@code ACCEPTOR_PARAMS}, {@code CLIENT_PARAMS} (key=value;...), {@code IDLE_SECONDS} (30), {@code SETTLE_SECONDS}
- * (20, between the round and the idle window), {@code TRANSPORTS} ("rdma tcp"), {@code BASELINE_CLASSES} (a class
+ * (20, after start-up before the empty broker's window, and between the round and the idle window), {@code TRANSPORTS} ("rdma tcp"), {@code BASELINE_CLASSES} (a class
  * folder put first on the broker's class path for a second RDMA pass, e.g. the connector as built before a change:
  * all passes run in this boot, this build first; each pass prints as it ends).
  */
@@ -45,7 +47,35 @@ public final class ScaleBenchmark {
     record Pass(String name, boolean tcp, int connections, double connectSeconds, String round, Map<String, Long> brokerIdle,
                 Map<String, Long> brokerAfterRound, double cpuPercent, double loopCpuPercent,
                 double loopCpuMBeanPercent, long wakeUps,
-                long spins, long blocks, List<String> busiest, double idleSeconds) {
+                long spins, long blocks, List<String> busiest, double idleSeconds, CpuWindow empty,
+                double jitPercent) {
+
+        /** What the idle connections add to the empty broker, leaving out the JIT compiler threads in both. */
+        double addedWithoutJit() {
+            return (cpuPercent - jitPercent) - (empty.percent - empty.jitPercent);
+        }
+    }
+
+    /**
+     * The broker's CPU over a window (from /proc): the whole process, its JIT compiler threads (still compiling after
+     * start-up or a round, work that ends), the completion loops, and the busiest threads.
+     */
+    record CpuWindow(double percent, double jitPercent, double loopPercent, List<String> busiest, double seconds) {
+
+        static CpuWindow measure(long pid, int seconds) throws Exception {
+            Map<Long, long[]> threads0 = threadTicks(pid);
+            long ticks0 = processTicks(pid);
+            long t0 = System.nanoTime();
+            Thread.sleep(seconds * 1000L);
+            long ticks1 = processTicks(pid);
+            double elapsed = (System.nanoTime() - t0) / 1e9;
+            Map<Long, long[]> threads1 = threadTicks(pid);
+            double hz = clockTicks();
+            return new CpuWindow((ticks1 - ticks0) / hz / elapsed * 100,
+                    threadsPercent(threads0, threads1, hz, elapsed, "C\\d CompilerThre.*"),
+                    threadsPercent(threads0, threads1, hz, elapsed, "rdma-\\d+-.*-cq\\d*"),
+                    ScaleBenchmark.busiest(threads0, threads1, hz, elapsed), elapsed);
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -95,6 +125,7 @@ public final class ScaleBenchmark {
                         + "checks, Netty's event loops)", p.idleSeconds, p.connections, p.cpuPercent);
                 line(out, "busiest broker threads in that window (CPU %% of one core): %s",
                         String.join(", ", p.busiest));
+                emptyBrokerLine(out, p);
                 if (s.get("serverConnections") != connections) {
                     failures.add(p.name + ": the broker counted " + s.get("serverConnections") + " connections, not "
                             + connections);
@@ -116,6 +147,7 @@ public final class ScaleBenchmark {
                     p.loopCpuPercent, p.loopCpuMBeanPercent, s.get("loops"), p.wakeUps / p.idleSeconds,
                     p.spins / p.idleSeconds, p.blocks / p.idleSeconds);
             line(out, "busiest broker threads in that window (CPU %% of one core): %s", String.join(", ", p.busiest));
+            emptyBrokerLine(out, p);
             if (s.get("connections") != connections) {
                 failures.add(p.name + ": the broker counted " + s.get("connections") + " connections, not "
                         + connections);
@@ -130,6 +162,8 @@ public final class ScaleBenchmark {
             line(out, "idle broker CPU with %d connections: RDMA %.2f %%, Netty TCP %.2f %% of one core (RDMA/TCP %.2f)",
                     connections, rdmaPass.cpuPercent, tcpPass.cpuPercent,
                     rdmaPass.cpuPercent / Math.max(0.001, tcpPass.cpuPercent));
+            line(out, "what the %d idle connections add to the empty broker, JIT threads left out: RDMA %.2f %%, Netty "
+                    + "TCP %.2f %% of one core", connections, rdmaPass.addedWithoutJit(), tcpPass.addedWithoutJit());
         }
         Map<String, Long> countersAfter = rxeCounters();
         RdmaResources resourcesAfter = RdmaResources.awaitEqual(resourcesBefore, 60_000);
@@ -179,6 +213,9 @@ public final class ScaleBenchmark {
         try (ChildJvm broker = ChildJvm.start("scale-broker-" + port, ScaleBrokerMain.class, classPrefix,
                 List.of("-Xmx1g"), brokerArgs.toArray(String[]::new))) {
             broker.await("READY", 300);
+            Thread.sleep(settleSeconds * 1000L); // start-up's JIT and GC
+            System.out.printf("scale-bench: measuring the broker's CPU for %d s before any connection%n", idleSeconds);
+            CpuWindow empty = CpuWindow.measure(broker.pid(), idleSeconds);
             long start = System.nanoTime();
             String url = tcp ? "tcp://" + host + ":" + tcpPort
                     : "rdma://" + host + ":" + port + ScaleParams.query(clientParams);
@@ -210,21 +247,11 @@ public final class ScaleBenchmark {
             Map<String, Long> afterRound = stats(broker);
             Thread.sleep(settleSeconds * 1000L); // settle: the round's last acknowledgements, JIT, GC
             Map<String, Long> s0 = stats(broker);
-            Map<Long, long[]> threads0 = threadTicks(broker.pid());
-            long ticks0 = processTicks(broker.pid());
-            long t0 = System.nanoTime();
             System.out.printf("scale-bench: measuring the broker's CPU for %d s, all idle%n", idleSeconds);
-            Thread.sleep(idleSeconds * 1000L);
-            long ticks1 = processTicks(broker.pid());
-            double elapsed = (System.nanoTime() - t0) / 1e9;
-            Map<Long, long[]> threads1 = threadTicks(broker.pid());
+            CpuWindow idle = CpuWindow.measure(broker.pid(), idleSeconds);
             Map<String, Long> s1 = stats(broker);
-            double hz = clockTicks();
-            double cpu = (ticks1 - ticks0) / hz / elapsed * 100;
-            double loopCpu = loopThreadsPercent(threads0, threads1, hz, elapsed);
             double loopCpuMBean = s1.get("loops") < 0 ? -1
-                    : (s1.get("loopCpuNanos") - s0.get("loopCpuNanos")) / 1e9 / elapsed * 100;
-            List<String> busiest = busiest(threads0, threads1, hz, elapsed, broker.pid());
+                    : (s1.get("loopCpuNanos") - s0.get("loopCpuNanos")) / 1e9 / idle.seconds() * 100;
             for (ChildJvm c : clients) {
                 c.send("close");
             }
@@ -235,14 +262,26 @@ public final class ScaleBenchmark {
             broker.send("exit");
             broker.await("STOPPED", 120);
             broker.awaitExit(60);
-            return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, cpu, loopCpu, loopCpuMBean,
-                    s1.get("loopWakeUps") - s0.get("loopWakeUps"), s1.get("loopSpins") - s0.get("loopSpins"),
-                    s1.get("loopBlocks") - s0.get("loopBlocks"), busiest, elapsed);
+            return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, idle.percent(),
+                    idle.loopPercent(), loopCpuMBean, s1.get("loopWakeUps") - s0.get("loopWakeUps"),
+                    s1.get("loopSpins") - s0.get("loopSpins"), s1.get("loopBlocks") - s0.get("loopBlocks"),
+                    idle.busiest(), idle.seconds(), empty, idle.jitPercent());
         } finally {
             for (ChildJvm c : clients) {
                 c.close();
             }
         }
+    }
+
+    /**
+     * The floor under the idle figure: the same broker before its first connection (JVM, Artemis's own periodic work),
+     * and what the connections add once the JIT threads, whose compiling ends, are left out of both windows.
+     */
+    private static void emptyBrokerLine(StringBuilder out, Pass p) {
+        line(out, "broker CPU, %.0f s before any connection: %.2f %% of one core (JIT compiler threads %.2f %%; busiest: "
+                + "%s); all %d idle: JIT compiler threads %.2f %%; the idle connections add %.2f %% of one core to the "
+                + "empty broker, JIT threads left out", p.empty.seconds(), p.empty.percent(), p.empty.jitPercent(),
+                String.join(", ", p.empty.busiest()), p.connections, p.jitPercent, p.addedWithoutJit());
     }
 
     private static Map<String, Long> stats(ChildJvm broker) throws Exception {
@@ -304,8 +343,8 @@ public final class ScaleBenchmark {
         return new long[] {Long.parseLong(f[11]), Long.parseLong(f[12])};
     }
 
-    private static List<String> busiest(Map<Long, long[]> before, Map<Long, long[]> after, double hz, double seconds,
-                                        long pid) {
+    private static List<String> busiest(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
+                                        double seconds) {
         List<Map.Entry<Long, Long>> deltas = new ArrayList<>();
         after.forEach((tid, t) -> {
             long[] b = before.getOrDefault(tid, new long[2]);
@@ -321,12 +360,15 @@ public final class ScaleBenchmark {
         return top;
     }
 
-    /** CPU of the completion loop threads (named TRANSPORT-DEVICE-cqN, cut to 15 characters by the kernel). */
-    private static double loopThreadsPercent(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
-                                             double seconds) {
+    /**
+     * CPU of the threads whose names match {@code name} (the kernel cuts names to 15 characters: completion loops are
+     * TRANSPORT-DEVICE-cqN, the JIT's "C2 CompilerThread0").
+     */
+    private static double threadsPercent(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
+                                         double seconds, String name) {
         long ticks = 0;
         for (Map.Entry<Long, long[]> e : after.entrySet()) {
-            if (threadNames.getOrDefault(e.getKey(), "").matches("rdma-\\d+-.*-cq\\d*")) {
+            if (threadNames.getOrDefault(e.getKey(), "").matches(name)) {
                 long[] b = before.getOrDefault(e.getKey(), new long[2]);
                 ticks += e.getValue()[0] + e.getValue()[1] - b[0] - b[1];
             }
