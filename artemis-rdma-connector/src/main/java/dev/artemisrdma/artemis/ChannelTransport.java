@@ -32,6 +32,11 @@ interface ChannelTransport extends AutoCloseable {
         return 0;
     }
 
+    /** Receive credits idle connections gave back to shared pools that recalled them (monitoring). */
+    default long sharedReceiveCreditsRecalled() {
+        return 0;
+    }
+
     /** Shared receive pools in service (monitoring). */
     default int sharedReceivePools() {
         return 0;

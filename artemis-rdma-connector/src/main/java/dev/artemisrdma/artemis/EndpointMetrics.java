@@ -150,6 +150,11 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
     }
 
     @Override
+    public long getSharedReceiveCreditsRecalled() {
+        return ofTransport(ChannelTransport::sharedReceiveCreditsRecalled);
+    }
+
+    @Override
     public long getLoopSpinBudgetExhausted() {
         return loopStats().budgetExhaustedPeriods();
     }

@@ -62,6 +62,12 @@ public interface RdmaTransportMetricsMXBean {
     /** Shared receive pools in service in that transport. */
     int getSharedReceivePools();
 
+    /**
+     * Receive credits that connections whose window had grown gave back, idle, to a shared receive pool of that
+     * transport that needed them (it recalls them when a growth or an admission finds too little spare).
+     */
+    long getSharedReceiveCreditsRecalled();
+
     // The completion loops of the transport these connections use (shared per settings, like the send pool).
 
     /** Completion loops (threads) made so far. */

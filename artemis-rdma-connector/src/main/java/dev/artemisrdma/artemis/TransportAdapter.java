@@ -54,6 +54,11 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
+    public long sharedReceiveCreditsRecalled() {
+        return transport.sharedReceiveCreditsRecalled();
+    }
+
+    @Override
     public LoopStats loopStats() {
         return transport.loopStats();
     }

@@ -190,6 +190,9 @@ final class CompletionLoop implements Runnable {
                 }
                 allocation = pool.admit();
                 if (allocation == null) {
+                    if (pool.recallWanted()) {
+                        wake(); // grown windows are recalled at the loop's next tick, for the connections after this
+                    }
                     return -1; // every receive of the pool is promised: another loop (and pool) takes it
                 }
             }
@@ -603,6 +606,9 @@ final class CompletionLoop implements Runnable {
                 LOG.error("{}: channel {} failed to process completions", name, ch.id(), e);
             }
         }
+        if (shared != null && shared.recallWanted()) {
+            deadlineSeen = true; // a grant or a refused growth asked for a recall: the loop's next ticks run it
+        }
         if (n < batch.capacity()) {
             emptyPolls++; // the queue held no more than this: everything in it before the poll has been handled
         }
@@ -618,17 +624,25 @@ final class CompletionLoop implements Runnable {
         return emptyPolls;
     }
 
-    /** Ticks the shared pool and every channel; returns whether any has a deadline running or work pending. */
+    /**
+     * Ticks the shared pool and every channel, and recalls grown windows when the pool asks; returns whether any has a
+     * deadline running or work pending.
+     */
     private boolean tick(long now) {
         boolean pending = false;
         SharedReceivePool shared = pool;
+        boolean recall = false;
         if (shared != null) {
-            pending = shared.tick(now); // credits of closed connections wait out their quarantine
+            recall = shared.recallDue(now);
+            pending = shared.tick(now); // credits of closed connections wait out their quarantine; a recall to come
         }
         for (int i = 0, n = channels.length(); i < n; i++) {
             RdmaChannelImpl ch = channels.get(i);
             if (ch != null) {
                 try {
+                    if (recall) {
+                        ch.recall(shared.minimum());
+                    }
                     pending |= ch.tick(now);
                 } catch (RuntimeException e) {
                     pending = true;

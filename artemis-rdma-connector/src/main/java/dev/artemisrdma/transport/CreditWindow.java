@@ -89,6 +89,33 @@ final class CreditWindow {
         }
     }
 
+    /**
+     * The peer gave back {@code credits} of the credits it held, unspent ({@link FrameHeader#RELEASE}).
+     *
+     * @throws FabricException when it gives back more than it holds (its receives would be counted twice)
+     */
+    void peerReleased(int credits) throws FabricException {
+        if (peerCredits < 0 || credits == 0) {
+            return;
+        }
+        peerCredits -= credits;
+        if (peerCredits < 0) {
+            throw new FabricException("protocol error: the peer gave back " + credits + " credits, "
+                    + (-peerCredits) + " more than it held");
+        }
+    }
+
+    /**
+     * We give back {@code credits} unspent credits (the peer recalled them): after the SEND that says so has spent its
+     * own, at least one is left.
+     */
+    void release(int credits) {
+        if (credits < 1 || credits >= sendCredits) {
+            throw new IllegalArgumentException("releasing " + credits + " of " + sendCredits + " credits");
+        }
+        sendCredits -= credits;
+    }
+
     /** Receives were reposted: their credit is owed to the peer. */
     void reposted(int receives) {
         owed += receives;

@@ -9,12 +9,15 @@ import java.nio.ByteBuffer;
  *
  * <pre>
  *  0  1  flags: FIRST, LAST (fragment position), CREDIT (no payload: a credit return), CLOSE (orderly goodbye),
- *           PACKED (the payload is several whole frames, see {@link PackedFrames})
+ *           PACKED (the payload is several whole frames, see {@link PackedFrames}); with CREDIT only:
+ *           RECALL (give back the credits you hold beyond the count at offset 4, if nothing waits to be sent),
+ *           RELEASE (the count at offset 4 of the receiver's credits are given back unspent)
  *  1  1  hints: bit 0 {@link #HINT_CREDIT_WANTED} (frames wait behind this one for credit: grant more if you can);
  *           only to a peer whose handshake grows credits; older receivers never read this byte
  *  2  2  credits returned to the receiver of this SEND (unsigned)
  *  4  4  FIRST fragment: the whole frame's length; later fragments: this fragment's offset in the frame;
- *           PACKED: how many frames the payload holds
+ *           PACKED: how many frames the payload holds; RECALL: the credits the sender may keep; RELEASE: the credits
+ *           given back
  * </pre>
  *
  * A frame of one fragment carries FIRST|LAST. The payload length is the SEND's length minus the header. PACKED
@@ -29,6 +32,13 @@ public final class FrameHeader {
     public static final int CREDIT = 0x04;
     public static final int CLOSE = 0x08;
     public static final int PACKED = 0x10;
+    /**
+     * A credit frame from a receiver that grants from a shared pool: the pool needs its receives back. Only to a peer
+     * that states {@link Handshake#FEATURE_CREDIT_RECALL}.
+     */
+    public static final int RECALL = 0x20;
+    /** A credit frame that gives credits back unspent, in answer to {@link #RECALL}. */
+    public static final int RELEASE = 0x40;
     public static final int MAX_CREDITS = 0xFFFF;
     /** Hint: the sender has frames queued behind this SEND; a receiver with a shared pool may grant it more. */
     public static final int HINT_CREDIT_WANTED = 0x01;

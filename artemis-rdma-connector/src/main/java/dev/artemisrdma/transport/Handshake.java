@@ -17,7 +17,7 @@ import java.nio.charset.StandardCharsets;
  *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
  *  16     4     maximum frame size (bytes)
  *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth,
- *               bit 2: fragments with their header in immediate data)
+ *               bit 2: fragments with their header in immediate data, bit 3: credit recall)
  *  24     4     most credits this side may grant (with bit 1; else the initial credits)
  * </pre>
  *
@@ -37,6 +37,10 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Immediate fragments (bit 2): this side reads a fragment whose header is the SEND's immediate data
  * ({@link ImmediateHeader}), a whole slot of payload; a peer without the bit gets in-band headers as before.
+ *
+ * <p>Credit recall (bit 3): this side answers a credit frame with {@link FrameHeader#RECALL} by giving back, in a credit
+ * frame with {@link FrameHeader#RELEASE}, the credits it holds beyond what the recall lets it keep, when it has nothing
+ * queued to send. A listener's shared pool recalls grown windows of idle connections only from peers that state it.
  */
 public final class Handshake {
 
@@ -49,8 +53,11 @@ public final class Handshake {
     public static final int FEATURE_CREDIT_GROWTH = 0x2;
     /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
     public static final int FEATURE_IMMEDIATE_FRAGMENTS = 0x4;
+    /** The peer gives unused credits back when asked ({@link FrameHeader#RECALL}, {@link FrameHeader#RELEASE}). */
+    public static final int FEATURE_CREDIT_RECALL = 0x8;
     /** Every feature this version knows; other bits are ignored. */
-    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS;
+    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
+            | FEATURE_CREDIT_RECALL;
     /** What this version writes: the fixed part plus the maximum credits. */
     static final int ENCODED_LENGTH = LENGTH + 4;
     static final short KIND_CONNECT = 1;
@@ -82,6 +89,11 @@ public final class Handshake {
         /** This side reads fragments with their header in the SEND's immediate data. */
         public boolean readsImmediateFragments() {
             return (features & FEATURE_IMMEDIATE_FRAGMENTS) != 0;
+        }
+
+        /** This side gives unused credits back when the granting side recalls them. */
+        public boolean answersCreditRecall() {
+            return (features & FEATURE_CREDIT_RECALL) != 0;
         }
 
         /** This side takes grants beyond its initial window (and may ask for them). */

@@ -141,7 +141,7 @@ final class RdmaChannelImpl implements RdmaChannel {
      */
     Handshake.Params localParams() {
         int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
-                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS;
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
         if (sharesReceives) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     Math.max(TransportConfig.SHARED_MIN_CREDITS, slots));
@@ -890,6 +890,16 @@ final class RdmaChannelImpl implements RdmaChannel {
             try {
                 send.credits().grant(receive.batchGranted());
                 send.credits().arrived(receive.batchArrived());
+                if (receive.batchReleased() > 0) {
+                    if (sharedAllocation == null) {
+                        throw new FabricException("protocol error: the peer gave back credits that were never "
+                                + "recalled (this side grants from no shared pool)");
+                    }
+                    send.credits().peerReleased(receive.batchReleased());
+                }
+                if (receive.batchRecallKeep() > 0) {
+                    send.recalled(receive.batchRecallKeep());
+                }
             } catch (FabricException e) {
                 receive.protocolError(e);
             }
@@ -946,21 +956,42 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void regrantSharedLocked() {
         int consumed = receive.batchSharedConsumed();
         boolean wanted = receive.batchCreditWanted();
+        int released = receive.batchProtocolError() == null ? receive.batchReleased() : 0;
         if (state.tearingDown()) {
             sharedPool.forfeit(sharedAllocation, consumed);
             return;
         }
-        if (consumed == 0 && !wanted) {
+        if (consumed == 0 && !wanted && released == 0) {
             return;
         }
-        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted, send.credits().owed());
+        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted, send.credits().owed(), released);
         if (granted < 0) {
-            receive.protocolError(new FabricException("protocol error: the peer sent " + consumed + " SENDs with "
-                    + "fewer credits granted (it would take receives promised to other connections)"));
+            receive.protocolError(new FabricException("protocol error: the peer sent " + consumed + " SENDs and gave "
+                    + "back " + released + " credits with fewer credits granted (it would take receives promised to "
+                    + "other connections)"));
             return;
         }
         send.credits().reposted(granted);
         send.credits().threshold(Math.max(1, Math.min(config.creditThreshold(), sharedAllocation.credits() - 1)));
+    }
+
+    /**
+     * The loop's shared pool needs receives back: asks the peer to give back what it holds beyond {@code keep} (it
+     * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
+     * only a peer that answers recalls, is asked.
+     */
+    void recall(int keep) {
+        lock.lock();
+        try {
+            if (state != ChannelState.OPEN || sharedAllocation == null || sharedAllocation.credits() <= keep) {
+                return;
+            }
+            if (send.queueRecall(keep)) {
+                flushLocked();
+            }
+        } finally {
+            lock.unlock();
+        }
     }
 
     /**

@@ -410,6 +410,21 @@ public final class RdmaTransport implements AutoCloseable {
         return sum;
     }
 
+    /**
+     * Receive credits that connections with a grown window gave back to a shared pool that recalled them, since the
+     * transport started (pools of loops taken out of service included), for monitoring.
+     */
+    public long sharedReceiveCreditsRecalled() {
+        long sum = 0;
+        for (DeviceResources res : devices.values()) {
+            for (CompletionLoop loop : res.allLoops) {
+                SharedReceivePool p = loop.sharedPool();
+                sum += p == null ? 0 : p.creditsReleased;
+            }
+        }
+        return sum;
+    }
+
     /** Shared receive pools in service (one per completion loop that serves accepted connections with one). */
     public int sharedReceivePools() {
         int n = 0;

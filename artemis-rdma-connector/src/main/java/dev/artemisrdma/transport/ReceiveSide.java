@@ -50,6 +50,8 @@ final class ReceiveSide {
     private int batchSharedConsumed;
     private boolean batchCreditWanted;
     private int batchGranted;
+    private int batchReleased;
+    private int batchRecallKeep = -1;
     private int batchSendSlot = -1;
     private boolean batchDelivered;
     private int batchFailureStatus = -1;
@@ -145,6 +147,9 @@ final class ReceiveSide {
             }
             if ((flags & FrameHeader.CREDIT) != 0) {
                 creditFramesReceived++;
+                if ((flags & (FrameHeader.RECALL | FrameHeader.RELEASE)) != 0) {
+                    recallOrRelease(flags, FrameHeader.lengthOrOffset(slotView, base));
+                }
             } else if ((flags & FrameHeader.PACKED) != 0) {
                 receivePacked(slotView, base, byteLength, flags);
             } else {
@@ -157,6 +162,28 @@ final class ReceiveSide {
             batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
                     + "): " + e.getMessage(), e);
             return false;
+        }
+    }
+
+    /**
+     * A credit frame that recalls our grants (the credits we may keep) or gives back the peer's (how many), each
+     * bounded by the protocol's window before it is used: the release is checked against what the peer holds when the
+     * batch is applied.
+     */
+    private void recallOrRelease(int flags, int count) throws FabricException {
+        if ((flags & FrameHeader.RECALL) != 0) {
+            if (count < 2 || count > CreditWindow.MAX_WINDOW) {
+                throw new FabricException("protocol error: a recall lets us keep " + count + " credits, outside 2.."
+                        + CreditWindow.MAX_WINDOW);
+            }
+            batchRecallKeep = count;
+        }
+        if ((flags & FrameHeader.RELEASE) != 0) {
+            if (count < 1 || count > CreditWindow.MAX_WINDOW) {
+                throw new FabricException("protocol error: a release gives back " + count + " credits, outside 1.."
+                        + CreditWindow.MAX_WINDOW);
+            }
+            batchReleased += count;
         }
     }
 
@@ -294,6 +321,16 @@ final class ReceiveSide {
         return batchGranted;
     }
 
+    /** Credits the peer gave back unspent in this batch ({@link FrameHeader#RELEASE}). */
+    int batchReleased() {
+        return batchReleased;
+    }
+
+    /** The credits a recall of this batch lets us keep ({@link FrameHeader#RECALL}); -1 when none came. */
+    int batchRecallKeep() {
+        return batchRecallKeep;
+    }
+
     int batchSendSlot() {
         return batchSendSlot;
     }
@@ -332,6 +369,8 @@ final class ReceiveSide {
         batchSharedConsumed = 0;
         batchCreditWanted = false;
         batchGranted = 0;
+        batchReleased = 0;
+        batchRecallKeep = -1;
         batchSendSlot = -1;
         batchDelivered = false;
         batchFailureStatus = -1;

@@ -52,6 +52,12 @@ final class SendSide {
     private boolean packing;
     /** The peer grants from a shared pool: its window may grow when we tell it frames are waiting. */
     private boolean creditGrows;
+    /** The peer gives unused credits back when our shared pool recalls them. */
+    private boolean peerAnswersRecall;
+    /** A recall to send: the credits the peer may keep; -1 for none. */
+    private int recallKeep = -1;
+    /** The peer recalled its grants: the credits we may keep; -1 for none. */
+    private int releaseKeep = -1;
 
     private volatile boolean writable = true;
     private boolean writableOwed;
@@ -76,6 +82,9 @@ final class SendSide {
     volatile long flushesToLoop;
     /** Fragments sent with their header in immediate data (a whole slot of payload each). */
     volatile long immediateSends;
+    /** Recalls sent to the peer, and credits we gave back when it recalled them. */
+    volatile long recallsSent;
+    volatile long creditsReleased;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -120,8 +129,26 @@ final class SendSide {
         peerMaxFrame = peer.maxFrameSize();
         packing = peer.readsPacked();
         creditGrows = peer.maxCredits() > peer.initialCredits();
+        peerAnswersRecall = peer.answersCreditRecall();
         credits.limit(peer.maxCredits());
         credits.grant(peer.initialCredits());
+    }
+
+    /**
+     * Our shared pool wants receives back: the next post asks the peer to give back what it holds beyond
+     * {@code keep}. False when the peer does not answer recalls (a peer from before them).
+     */
+    boolean queueRecall(int keep) {
+        if (!peerAnswersRecall) {
+            return false;
+        }
+        recallKeep = keep;
+        return true;
+    }
+
+    /** The peer recalled its grants: the next post gives back what we hold beyond {@code keep}, if we are idle. */
+    void recalled(int keep) {
+        releaseKeep = keep;
     }
 
     /** Both the queue pair and the peer's handshake are known: frames can go. */
@@ -195,8 +222,16 @@ final class SendSide {
                 addFragment(outbox.peek());
             }
         }
+        if (releaseKeep >= 0) {
+            releaseRecalled();
+        }
+        if (recallKeep >= 0 && ring.free() > 0 && (credits.sendCredits() > 1 || credits.mayReturnCredit())) {
+            addCreditFrame(FrameHeader.RECALL, recallKeep);
+            recallKeep = -1;
+            recallsSent++;
+        }
         if (ring.free() > 0 && credits.creditFrameDue()) {
-            addCreditFrame(0);
+            addCreditFrame(0, 0);
         }
         if (signalLast && !sendList.isEmpty() && ring.signalLast()) {
             sendList.signalLast();
@@ -214,8 +249,25 @@ final class SendSide {
     FabricException sendGoodbye() {
         sendList.clear();
         inlineCount = 0;
-        addCreditFrame(FrameHeader.CLOSE);
+        addCreditFrame(FrameHeader.CLOSE, 0);
         return post();
+    }
+
+    /**
+     * Answers a recall: with nothing queued, gives back in one credit frame the credits beyond what the recall lets
+     * us keep (that frame spends one of them). A sender with frames queued is using its window and keeps it; it
+     * grows again the usual way after giving it back.
+     */
+    private void releaseRecalled() {
+        int keep = releaseKeep;
+        releaseKeep = -1;
+        int surplus = credits.sendCredits() - 1 - keep;
+        if (surplus < 1 || !outbox.isEmpty() || ring.free() == 0) {
+            return;
+        }
+        addCreditFrame(FrameHeader.RELEASE, surplus);
+        credits.release(surplus);
+        creditsReleased += surplus;
     }
 
     /**
@@ -354,13 +406,16 @@ final class SendSide {
         }
     }
 
-    /** A header-only SEND returning credit; with {@link FrameHeader#CLOSE} it is the orderly goodbye. */
-    private void addCreditFrame(int extraFlags) {
+    /**
+     * A header-only SEND returning credit; with {@link FrameHeader#CLOSE} it is the orderly goodbye, with
+     * {@link FrameHeader#RECALL} or {@link FrameHeader#RELEASE} {@code count} says how many credits.
+     */
+    private void addCreditFrame(int extraFlags, int count) {
         int give = credits.spend();
         int slot = ring.nextSlot();
-        boolean signal = ring.claim(null, extraFlags != 0 || credits.sendCredits() == 0);
+        boolean signal = ring.claim(null, (extraFlags & FrameHeader.CLOSE) != 0 || credits.sendCredits() == 0);
         int header = headerBase + slot * SendRing.HEADER_STRIDE;
-        FrameHeader.write(headerView, header, FrameHeader.CREDIT | extraFlags, give, 0);
+        FrameHeader.write(headerView, header, FrameHeader.CREDIT | extraFlags, give, count);
         boolean inline = FrameHeader.LENGTH <= inlineLimit;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());

@@ -29,6 +29,15 @@ import org.slf4j.LoggerFactory;
  * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their
  * consumed credits back to it instead of keeping them, until the spare returns.
  *
+ * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
+ * connections refused because the pools are promised to windows nobody uses. So the pool recalls: when a growth
+ * request or an admission finds too little spare, or a grant leaves less than an eighth of the slots spare, the
+ * loop's next tick (at most every {@link #RECALL_INTERVAL_NANOS}) asks every connection whose window grew beyond the
+ * minimum to give back what it holds beyond it ({@link FrameHeader#RECALL}). A peer with nothing queued answers with
+ * the credits given back ({@link FrameHeader#RELEASE}), which leave its allocation; a busy one keeps its window.
+ * Peers from before recalls ({@link Handshake#FEATURE_CREDIT_RECALL}) are not asked. The recall costs an idle pool
+ * nothing: it runs only after such an event and only while some window is grown.
+ *
  * <p>A connection's credits return to the pool when it is released, after its queue pair is destroyed. A receive it
  * consumed just before that may still sit unpolled in the completion queue (the slot is then not yet reposted), so
  * released credits wait {@link #LIMBO_NANOS} before they can be granted again.
@@ -52,6 +61,8 @@ final class SharedReceivePool implements AutoCloseable {
     static final long LIMBO_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** Credits a connection asking for more gets at most in one batch (beyond what it consumed). */
     private static final int GROWTH_STEP = 8;
+    /** Recalls of one pool are at least this far apart. */
+    static final long RECALL_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     /** The credits one connection holds on the pool; guarded by the pool. */
     static final class Allocation {
@@ -78,12 +89,18 @@ final class SharedReceivePool implements AutoCloseable {
     private int limboCredits;
     private int connections;
     private boolean pressure;
+    /** Set under the pool's monitor; volatile so the loop can glance at it after each batch without the monitor. */
+    private volatile boolean recallWanted;
+    private long lastRecall = System.nanoTime() - RECALL_INTERVAL_NANOS;
     private boolean closed;
 
     volatile long receivesConsumed;
     volatile long growthGrants;
     volatile long growthRefused;
     volatile int peakCommitted;
+    volatile long recalls;
+    volatile long creditsReleased;
+    volatile long admissionsRefused;
 
     private SharedReceivePool(String name, SharedReceiveQueue srq, RegisteredMemory memory, int slots, int slotSize,
                               int maximum) {
@@ -192,6 +209,8 @@ final class SharedReceivePool implements AutoCloseable {
     synchronized Allocation admit() {
         reclaimLimbo(System.nanoTime());
         if (closed || committed + minimum > slots) {
+            admissionsRefused++;
+            wantRecall();
             return null;
         }
         Allocation a = new Allocation();
@@ -208,26 +227,29 @@ final class SharedReceivePool implements AutoCloseable {
     }
 
     /**
-     * {@code consumed} of the connection's credits were spent (their receives are reposted already): how many
-     * credits it is granted now. It keeps its allocation, grows while it asks and the pool has spare, and gives
-     * consumed credit back to the pool when others are waiting and it did not ask. -1: the peer spent more credits
-     * than it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its
-     * connection, since the receives it took were promised to others).
+     * {@code consumed} of the connection's credits were spent (their receives are reposted already) and
+     * {@code released} given back unspent: how many credits it is granted now. It keeps its allocation, grows while
+     * it asks and the pool has spare, and gives consumed credit back to the pool when others are waiting and it did
+     * not ask, or when it has just given credits back (it is idle). -1: the peer spent or gave back more credits than
+     * it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its connection, since
+     * the receives it took were promised to others).
      */
-    synchronized int regrant(Allocation a, int consumed, boolean wanted, int owed) {
+    synchronized int regrant(Allocation a, int consumed, boolean wanted, int owed, int released) {
         if (a.released) {
             return 0;
         }
-        int kept = a.credits; // before this batch's consumption
-        int after = kept - consumed;
-        int others = committed - Math.max(kept, minimum);
-        // credits sent and not yet spent are kept - owed (owed only shrinks as we send it, so a late check is lenient)
-        if (consumed > kept - owed) {
+        int held = a.credits; // before this batch's consumption
+        int others = committed - Math.max(held, minimum);
+        // credits sent and not yet spent are held - owed (owed only shrinks as we send it, so a late check is lenient)
+        if (consumed + released > held - owed) {
             // the peer sent without credit: it took receives promised to others; its connection must fail
             a.credits = 0;
             committed = others + minimum;
             return -1;
         }
+        creditsReleased += released;
+        int kept = held - released;
+        int after = kept - consumed;
         int target = kept;
         if (wanted && kept < maximum) {
             int room = slots - others;
@@ -235,11 +257,15 @@ final class SharedReceivePool implements AutoCloseable {
             if (grown > kept) {
                 target = grown;
                 growthGrants++;
+                if (slots - (others + grown) < slots / 8) {
+                    wantRecall(); // keep room for admissions: idle grown windows give theirs back
+                }
             } else {
                 growthRefused++;
                 pressure = true;
+                wantRecall();
             }
-        } else if (!wanted && pressure && kept > minimum) {
+        } else if (!wanted && (pressure || released > 0) && kept > minimum) {
             target = Math.max(minimum, after);
         }
         a.credits = target;
@@ -249,6 +275,41 @@ final class SharedReceivePool implements AutoCloseable {
             pressure = false;
         }
         return target - after;
+    }
+
+    /** Credits granted beyond the minimum, over every connection (those in limbo aside); guarded by this. */
+    private int grown() {
+        return committed - limboCredits - connections * minimum;
+    }
+
+    private void wantRecall() {
+        if (grown() > 0) {
+            recallWanted = true;
+        }
+    }
+
+    /** Whether an event asked for a recall that has not run yet (the loop must tick soon); no lock taken. */
+    boolean recallWanted() {
+        return recallWanted;
+    }
+
+    /**
+     * True when the loop should recall grown windows now ({@link #RECALL_INTERVAL_NANOS} after the last time): an
+     * event asked for it and some window is still grown. The loop then asks its connections
+     * ({@link RdmaChannelImpl#recall}) to keep {@link #minimum()}.
+     */
+    synchronized boolean recallDue(long now) {
+        if (!recallWanted || grown() <= 0) {
+            recallWanted = false;
+            return false;
+        }
+        if (now - lastRecall < RECALL_INTERVAL_NANOS) {
+            return false;
+        }
+        lastRecall = now;
+        recallWanted = false;
+        recalls++;
+        return true;
     }
 
     /** A connection tearing down spent {@code consumed} credits: nothing is granted back. */
@@ -273,11 +334,13 @@ final class SharedReceivePool implements AutoCloseable {
         limboCredits += held;
     }
 
-    /** Periodic: released credits whose limbo is over go back to the pool. */
-    /** Returns credits whose quarantine is over to the pool; true while some are still waiting. */
+    /**
+     * Returns credits whose quarantine is over to the pool; true while some are still waiting, or a recall waits
+     * for its interval (the loop keeps ticking until it runs).
+     */
     synchronized boolean tick(long now) {
         reclaimLimbo(now);
-        return !limbo.isEmpty();
+        return !limbo.isEmpty() || (recallWanted && grown() > 0);
     }
 
     private void reclaimLimbo(long now) {

@@ -239,6 +239,124 @@ class SharedReceiveQueueTest {
     }
 
     @Test
+    void idleGrownWindowsAreRecalledSoTheNextConnectionIsAdmitted() throws Exception {
+        // one loop with a pool of 24: a stream grows A's window to receiveSlots + 1 = 17, B takes the minimum (21 of
+        // 24 promised), so C (4 more) is refused. Before recalls A kept 17 while idle, for good.
+        TransportConfig serverConfig = base().sharedReceiveSlots(24).maxCompletionLoops(1).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                sides.put(ch.remoteAddress().toString(), r);
+                return r;
+            });
+            RdmaChannel a = client.connect(s.localAddress(), new Peers.Recorder());
+            for (int f = 0; f < 2000; f++) {
+                a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
+            }
+            a.flush();
+            Peers.Recorder ra = awaitSide(sides, a);
+            Peers.await("A's stream", 30_000, () -> ra.count() == 2000);
+            SharedReceivePool pool = poolOf(server);
+            assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "A's window grew to its maximum: " + pool);
+            RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
+            assertEquals(serverConfig.receiveSlots() + 1 + TransportConfig.SHARED_MIN_CREDITS, pool.committed());
+
+            RdmaChannel c = null;
+            FabricException refused = null;
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (c == null && System.nanoTime() < deadline) {
+                try {
+                    c = client.connect(s.localAddress(), new Peers.Recorder());
+                } catch (FabricException e) {
+                    refused = e; // the refusal asked the loop to recall: a later attempt finds the room
+                    Thread.sleep(20);
+                }
+            }
+            assertTrue(c != null, "C admitted once A's idle window was recalled; last refusal: " + refused);
+            // C's admission found the pool full first (the transport's second look, or C's next attempt, found room)
+            assertTrue(pool.admissionsRefused >= 1, pool.toString());
+            assertTrue(pool.recalls >= 1, pool.toString());
+            // A gave back what it held beyond the minimum (less what was still on its way back to it)
+            assertTrue(pool.creditsReleased >= 8, "credits A gave back: " + pool.creditsReleased);
+            assertEquals(3 * TransportConfig.SHARED_MIN_CREDITS, pool.committed(), "A back at the minimum: " + pool);
+
+            // A streams again: its window grows back as far as the pool allows, and nothing meets an empty queue
+            for (int f = 2000; f < 4000; f++) {
+                a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
+            }
+            a.flush();
+            for (RdmaChannel ch : List.of(b, c)) {
+                for (int f = 0; f < 100; f++) {
+                    ch.write(ByteBuffer.wrap(Peers.payload(2, f, 300)), true);
+                }
+            }
+            Peers.await("A's second stream", 30_000, () -> ra.count() == 4000);
+            Peers.Recorder rb = awaitSide(sides, b);
+            Peers.Recorder rc = awaitSide(sides, c);
+            Peers.await("B's and C's frames", 10_000, () -> rb.count() == 100 && rc.count() == 100);
+            assertTrue(pool.committed() <= pool.slots(), pool.toString());
+            fabric.assertNoViolations();
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    @Test
+    void aPeerThatGivesBackCreditsItDoesNotHoldFailsAloneAndTheOthersGoOn() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig serverConfig = base().sharedReceiveSlots(64).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                Peers.Recorder r = new Peers.Recorder();
+                sides.put(ch.remoteAddress().toString(), r);
+                return r;
+            });
+            RdmaChannel honest = client.connect(s.localAddress(), new Peers.Recorder());
+            byte[] recalls = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
+                    Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
+            try (RawPeer cheat = RawPeer.connect(fabric, s.localAddress(), recalls)) {
+                assertEquals(TransportConfig.SHARED_MIN_CREDITS, cheat.server().initialCredits());
+                // it holds 4 credits, spends one on this frame, and claims to give back 40: receives that would be
+                // counted twice, promised to others
+                cheat.send(FrameHeader.CREDIT | FrameHeader.RELEASE, 0, 40, new byte[0], false);
+                cheat.awaitLost(5000);
+            }
+            try (RawPeer zero = RawPeer.connect(fabric, s.localAddress(), recalls)) {
+                cheat(zero, FrameHeader.CREDIT | FrameHeader.RELEASE, 0); // outside 1..window
+            }
+            for (int f = 0; f < 50; f++) {
+                honest.write(ByteBuffer.wrap(Peers.payload(7, f, 300)), true);
+            }
+            Peers.Recorder r = awaitSide(sides, honest);
+            Peers.await("the honest client's frames", 10_000, () -> r.count() == 50);
+            Peers.await("only the cheats dropped", 5000, () -> server.channelCount() == 1);
+            SharedReceivePool pool = poolOf(server);
+            Peers.await("the cheats' credits back: only the honest connection's stay promised", 5000, () -> {
+                pool.tick(System.nanoTime());
+                return pool.connections() == 1 && pool.committed() <= serverConfig.receiveSlots() + 1;
+            });
+            honest.close();
+            Peers.await("every credit back once the honest connection closed too", 5000, () -> {
+                pool.tick(System.nanoTime());
+                return pool.committed() == 0;
+            });
+            fabric.assertNoViolations();
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    private static void cheat(RawPeer peer, int flags, int count) throws Exception {
+        peer.send(flags, 0, count, new byte[0], false);
+        peer.awaitLost(5000);
+    }
+
+    @Test
     void theKeysParseValidateAndKeepTheirDerivedDefault() {
         TransportConfig d = TransportConfig.defaults();
         assertTrue(d.sharedReceiveQueue(), "a broker's acceptor shares receives by default");
