@@ -74,6 +74,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private volatile boolean sharesReceives;
     private SharedReceivePool sharedPool;
     private SharedReceivePool.Allocation sharedAllocation;
+    /** The device {@link #bindBeforeAccept} bound to; null when the queue pair's set-up binds. */
+    private FabricDevice boundEarly;
 
     // lifecycle; guarded by lock
     private CompletionLoop loop;
@@ -227,7 +229,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         return new ConnectionSetup() {
             @Override
             public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
-                bind(device);
+                bindUnlessBound(device);
                 if (sharesReceives) {
                     return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), 1, 2, 1,
                             config.maxInlineData(), sharedPool.queue());
@@ -264,6 +266,25 @@ final class RdmaChannelImpl implements RdmaChannel {
     /** Whether this channel's memory comes from {@code pool} (so from that pool's device). */
     boolean usesPool(BufferPool pool) {
         return this.pool == pool;
+    }
+
+    /**
+     * Binds an accepted connection to its loop and memory on {@code device} before the accept, so that a refusal (every
+     * loop full, memory refused) can still reject the request with its reason: once an accept has begun, librdmacm's
+     * own reject carries none, and the client would read "nobody listens on that port".
+     */
+    void bindBeforeAccept(FabricDevice device) throws FabricException {
+        bind(device);
+        boundEarly = device;
+    }
+
+    private void bindUnlessBound(FabricDevice device) throws FabricException {
+        if (boundEarly == null) {
+            bind(device);
+        } else if (boundEarly != device) {
+            throw new FabricException("channel " + id + " was bound to " + boundEarly.name() + " but its queue pair "
+                    + "is asked for on " + device.name());
+        }
     }
 
     /** Takes a completion loop slot and registers this connection's memory on the device the route chose. */

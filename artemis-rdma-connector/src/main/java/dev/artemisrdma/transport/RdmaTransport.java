@@ -238,6 +238,7 @@ public final class RdmaTransport implements AutoCloseable {
         channels.add(ch);
         HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer);
         try {
+            ch.bindBeforeAccept(resources(request.device()).accounted); // a refusal here still rejects with its reason
             request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
                     deadline);
         } catch (FabricException | RuntimeException e) {

@@ -210,7 +210,7 @@ final class SharedReceivePool implements AutoCloseable {
         reclaimLimbo(System.nanoTime());
         if (closed || committed + minimum > slots) {
             admissionsRefused++;
-            wantRecall();
+            wantRecall("an admission found no room");
             return null;
         }
         Allocation a = new Allocation();
@@ -258,12 +258,12 @@ final class SharedReceivePool implements AutoCloseable {
                 target = grown;
                 growthGrants++;
                 if (slots - (others + grown) < slots / 8) {
-                    wantRecall(); // keep room for admissions: idle grown windows give theirs back
+                    wantRecall("a grant left less than an eighth spare"); // keep room for admissions
                 }
             } else {
                 growthRefused++;
                 pressure = true;
-                wantRecall();
+                wantRecall("a growth request found no room");
             }
         } else if (!wanted && (pressure || released > 0) && kept > minimum) {
             target = Math.max(minimum, after);
@@ -282,9 +282,11 @@ final class SharedReceivePool implements AutoCloseable {
         return committed - limboCredits - connections * minimum;
     }
 
-    private void wantRecall() {
-        if (grown() > 0) {
+    private void wantRecall(String why) {
+        if (grown() > 0 && !recallWanted) {
             recallWanted = true;
+            LOG.debug("{}: recall wanted: {} ({} of {} receives promised, {} beyond the minimums)", name, why,
+                    committed, slots, grown());
         }
     }
 

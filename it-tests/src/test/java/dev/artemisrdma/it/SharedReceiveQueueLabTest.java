@@ -109,6 +109,117 @@ class SharedReceiveQueueLabTest {
         assertEquals(before, after, "rdma resource show counts back at the baseline");
     }
 
+    /**
+     * A pool of 24 receives on one loop: A's stream grows its window to receiveSlots + 1 = 17, B takes the minimum
+     * (21 of 24 promised), so C is refused until the refusal has made the pool recall A's idle window. Then all three
+     * stream, with rnrRetryCount 0 on both sides: a recall that let a SEND meet an empty shared queue would fail a
+     * connection at once and move rxe's RNR counters.
+     */
+    @Test
+    void anIdleGrownWindowIsRecalledSoTheNextConnectionIsAdmittedWithoutRnr() throws Exception {
+        RdmaResources before = RdmaResources.afterWarmUp();
+        Map<String, Long> rnrBefore = rnrCounters();
+        TransportConfig serverConfig = TransportConfig.defaults().toBuilder().rnrRetryCount(0).receiveSlots(16)
+                .sharedReceiveSlots(24).maxCompletionLoops(1).build();
+        TransportConfig clientConfig = serverConfig.toBuilder().sharedReceiveQueue(false).build();
+        List<Checker> checkers = new ArrayList<>();
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport serverTransport = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, clientConfig)) {
+            RdmaServer server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), ch -> {
+                Checker c = new Checker();
+                synchronized (checkers) {
+                    checkers.add(c);
+                }
+                return c;
+            });
+            RdmaChannel a = clientTransport.connect(server.localAddress(), new Quiet());
+            a.write(ByteBuffer.allocate(4).putInt(0, 0), true);
+            writeFrames(a, 0, 1, 2000);
+            awaitFrames(checkers, 1, 2000);
+            RdmaChannel b = clientTransport.connect(server.localAddress(), new Quiet());
+            b.write(ByteBuffer.allocate(4).putInt(0, 1), true);
+
+            long t0 = System.nanoTime();
+            RdmaChannel c = null;
+            int refused = 0;
+            String lastRefusal = null;
+            while (c == null && System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(20)) {
+                try {
+                    c = clientTransport.connect(server.localAddress(), new Quiet());
+                } catch (FabricException e) {
+                    refused++;
+                    lastRefusal = e.getMessage();
+                    Thread.sleep(50);
+                }
+            }
+            long admittedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            long recalled = serverTransport.sharedReceiveCreditsRecalled();
+            System.out.printf("SRQ lab (recall): C admitted after %d ms and %d refused attempts (last: %s); the "
+                    + "listener refused %d connection requests; credits given back to the pool: %d%n", admittedMillis,
+                    refused, lastRefusal, server.stats().refused(), recalled);
+            assertTrue(c != null, "C admitted once A's idle window was recalled; last refusal: " + lastRefusal);
+            if (lastRefusal != null) {
+                // the listener binds before it accepts, so its refusal reaches the client with the reason
+                assertTrue(lastRefusal.contains("maxCompletionLoops"), lastRefusal);
+            }
+            assertTrue(recalled >= 8, "A gave back what its window had grown by: " + recalled);
+            c.write(ByteBuffer.allocate(4).putInt(0, 2), true);
+
+            writeFrames(a, 0, 2000, 4000); // A grows again as far as the pool allows
+            writeFrames(b, 1, 1, 300);
+            writeFrames(c, 2, 1, 300);
+            awaitFrames(checkers, 3, -1);
+            // a refused attempt's channel was closed before its first frame, with the refusal as its cause
+            List<Checker> served = checkers.stream().filter(k -> k.frames.get() > 0)
+                    .sorted((x, y) -> x.client - y.client).toList();
+            for (Checker k : served) {
+                assertEquals(null, k.wrong.get());
+            }
+            assertEquals(List.of(4000, 300, 300), served.stream().map(k -> k.frames.get()).toList());
+            for (RdmaChannel ch : List.of(a, b, c)) {
+                ch.close();
+            }
+            server.close();
+        }
+        assertEquals(rnrBefore, rnrCounters(), "no SEND met an empty receive queue (rxe RNR counters)");
+        assertEquals(before, RdmaResources.awaitEqual(before, 20_000), "rdma resource show counts back at the baseline");
+    }
+
+    /** Writes frames {@code from} until {@code to} of client {@code client}, flushing every fifth and at the end. */
+    private static void writeFrames(RdmaChannel ch, int client, int from, int to) throws FabricException {
+        for (int n = from; n < to; n++) {
+            ch.write(ByteBuffer.wrap(payload(client, n, size(client, n))), n % 5 == 0);
+        }
+        ch.flush();
+    }
+
+    /**
+     * Waits until {@code connections} checkers exist and each has {@code frames} (-1: what its client will have sent:
+     * 4000 for client 0, 300 for the others) or found a wrong frame.
+     */
+    private static void awaitFrames(List<Checker> checkers, int connections, int frames) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (System.nanoTime() < deadline) {
+            synchronized (checkers) {
+                boolean done = checkers.stream().filter(k -> k.frames.get() > 0).count() >= connections;
+                for (Checker k : checkers) {
+                    if (k.frames.get() == 0) {
+                        continue; // a refused attempt (or one whose first frame is still on its way)
+                    }
+                    int want = frames >= 0 ? frames : k.client == 0 ? 4000 : 300;
+                    done &= k.wrong.get() != null || k.frames.get() >= want;
+                }
+                if (done) {
+                    return;
+                }
+            }
+            Thread.sleep(10);
+        }
+        throw new AssertionError("frames did not all arrive: " + checkers.stream()
+                .map(k -> k.client + ":" + k.frames.get()).toList());
+    }
+
     /** Connects, bursts from every connection at once, checks; returns the listener's registered bytes. */
     private static long burst(TransportConfig serverConfig, boolean expectShared) throws Exception {
         TransportConfig clientConfig = serverConfig.toBuilder().sharedReceiveQueue(false).build();
