@@ -158,11 +158,7 @@ class SharedReceiveQueueTest {
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
             Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                Peers.Recorder r = new Peers.Recorder();
-                sides.put(ch.remoteAddress().toString(), r);
-                return r;
-            });
+            RdmaServer s = listenRecordingSides(server, sides);
             List<RdmaChannel> channels = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
                 channels.add(client.connect(s.localAddress(), new Peers.Recorder()));
@@ -247,11 +243,7 @@ class SharedReceiveQueueTest {
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
             Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                Peers.Recorder r = new Peers.Recorder();
-                sides.put(ch.remoteAddress().toString(), r);
-                return r;
-            });
+            RdmaServer s = listenRecordingSides(server, sides);
             RdmaChannel a = client.connect(s.localAddress(), new Peers.Recorder());
             for (int f = 0; f < 2000; f++) {
                 a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
@@ -311,11 +303,7 @@ class SharedReceiveQueueTest {
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
             Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                Peers.Recorder r = new Peers.Recorder();
-                sides.put(ch.remoteAddress().toString(), r);
-                return r;
-            });
+            RdmaServer s = listenRecordingSides(server, sides);
             RdmaChannel honest = client.connect(s.localAddress(), new Peers.Recorder());
             byte[] recalls = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
                     Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
@@ -394,6 +382,16 @@ class SharedReceiveQueueTest {
             }
         }
         throw new AssertionError("no shared pool");
+    }
+
+    /** Listens with a recorder per accepted connection, filed under the client's address. */
+    private static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
+            throws FabricException {
+        return server.listen(Peers.serverAddress(), ch -> {
+            Peers.Recorder r = new Peers.Recorder();
+            sides.put(ch.remoteAddress().toString(), r);
+            return r;
+        });
     }
 
     private static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)

@@ -126,13 +126,7 @@ class SharedReceiveQueueLabTest {
         try (VerbsFabric fabric = new VerbsFabric();
              RdmaTransport serverTransport = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, clientConfig)) {
-            RdmaServer server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), ch -> {
-                Checker c = new Checker();
-                synchronized (checkers) {
-                    checkers.add(c);
-                }
-                return c;
-            });
+            RdmaServer server = listenWithCheckers(serverTransport, checkers);
             RdmaChannel a = clientTransport.connect(server.localAddress(), new Quiet());
             a.write(ByteBuffer.allocate(4).putInt(0, 0), true);
             writeFrames(a, 0, 1, 2000);
@@ -220,6 +214,18 @@ class SharedReceiveQueueLabTest {
                 .map(k -> k.client + ":" + k.frames.get()).toList());
     }
 
+    /** Listens on a fresh port of the lab's second address with a {@link Checker} per accepted connection. */
+    private static RdmaServer listenWithCheckers(RdmaTransport transport, List<Checker> checkers)
+            throws FabricException {
+        return transport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), ch -> {
+            Checker c = new Checker();
+            synchronized (checkers) {
+                checkers.add(c);
+            }
+            return c;
+        });
+    }
+
     /** Connects, bursts from every connection at once, checks; returns the listener's registered bytes. */
     private static long burst(TransportConfig serverConfig, boolean expectShared) throws Exception {
         TransportConfig clientConfig = serverConfig.toBuilder().sharedReceiveQueue(false).build();
@@ -228,13 +234,7 @@ class SharedReceiveQueueLabTest {
         try (VerbsFabric fabric = new VerbsFabric();
              RdmaTransport serverTransport = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, clientConfig)) {
-            RdmaServer server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), ch -> {
-                Checker c = new Checker();
-                synchronized (checkers) {
-                    checkers.add(c);
-                }
-                return c;
-            });
+            RdmaServer server = listenWithCheckers(serverTransport, checkers);
             long t0 = System.nanoTime();
             List<RdmaChannel> clients = new ArrayList<>();
             for (int i = 0; i < CONNECTIONS; i++) {
