@@ -133,8 +133,9 @@ public final class ScaleBenchmark {
                 continue;
             }
             line(out, "broker counters:  connections %d, accepted %d, refused %d, rnrRetryErrors %d, completionErrors %d,"
-                    + " creditStalls %d", s.get("connections"), s.get("accepted"), s.get("refused"),
-                    s.get("rnrRetryErrors"), s.get("completionErrors"), s.get("creditStalls"));
+                    + " creditStalls %d, credits given back to recalling pools %d (-1: a build without recalls)",
+                    s.get("connections"), s.get("accepted"), s.get("refused"), s.get("rnrRetryErrors"),
+                    s.get("completionErrors"), s.get("creditStalls"), s.get("creditsRecalled"));
             line(out, "registered memory of the broker: connections %.1f MiB (receives: %d shared pools, %.1f MiB; the "
                     + "rest send headers) + send pool %.1f MiB; per-connection receive queues need %d x %d slots x %d B "
                     + "= %.1f MiB (%.0f KiB per connection registered)", mib(s.get("registeredBytes")),

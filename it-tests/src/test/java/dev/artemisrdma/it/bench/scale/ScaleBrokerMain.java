@@ -105,6 +105,7 @@ public final class ScaleBrokerMain {
         {"connections", "Connections"}, {"accepted", "ConnectionsAccepted"}, {"refused", "ConnectionsRefused"},
         {"registeredBytes", "RegisteredMemoryBytes"}, {"sendPoolBytes", "SendPoolBytes"},
         {"sharedPoolBytes", "SharedReceivePoolBytes"}, {"sharedPools", "SharedReceivePools"},
+        {"creditsRecalled", "SharedReceiveCreditsRecalled"},
         {"framesSent", "FramesSent"}, {"framesReceived", "FramesReceived"}, {"rnrRetryErrors", "RnrRetryErrors"},
         {"completionErrors", "CompletionErrors"}, {"creditStalls", "CreditStalls"}, {"loops", "Loops"},
         {"loopCpuNanos", "LoopCpuNanos"}, {"loopSpins", "LoopSpins"}, {"loopSpinHits", "LoopSpinHits"},
