@@ -112,6 +112,8 @@ final class CompletionLoop implements Runnable {
     private CompletionQueue cq;
     private Thread thread;
     private volatile boolean running = true;
+    /** Why the device failed the shared receive queue (see {@link #sharedPoolFailed}); null while it is sound. */
+    private volatile String sharedPoolFailure;
     /** Why the loop died; null while it is in service. Set under {@link #registry}. */
     private volatile FabricException failure;
     private boolean queueClosed;
@@ -186,6 +188,7 @@ final class CompletionLoop implements Runnable {
                         return -1; // this queue cannot take the pool's receives on top of what it holds
                     }
                     pool = SharedReceivePool.create(name + "-srq", device, config);
+                    pool.queue().onFailure(this::sharedPoolFailed);
                     reservedEntries += pool.slots();
                 }
                 allocation = pool.admit();
@@ -291,6 +294,16 @@ final class CompletionLoop implements Runnable {
         if (q != null) {
             q.wakeUp();
         }
+    }
+
+    /**
+     * The device failed this loop's shared receive queue (IBV_EVENT_SRQ_ERR): its connections' peers may send into a
+     * queue with no receive and retry for ever, so the loop dies at its next poll and fails them all with the
+     * reason; new connections get a fresh loop and pool. Called on the device's event thread.
+     */
+    private void sharedPoolFailed(String reason) {
+        sharedPoolFailure = reason;
+        wake();
     }
 
     /** Stops the thread, which closes the completion queue; channels must be closed first. */
@@ -516,6 +529,10 @@ final class CompletionLoop implements Runnable {
 
     /** One poll of up to a batch; dispatches, then lets each channel touched apply what it got. */
     private int pollOnce(Completions batch, int spins) throws FabricException {
+        String poolFailure = sharedPoolFailure;
+        if (poolFailure != null) {
+            throw new FabricException(poolFailure); // the loop dies and fails its connections (see fail)
+        }
         int n = spins > 1 ? cq.pollSpinning(batch, spins) : cq.poll(batch);
         if (n == 0) {
             emptyPolls++;

@@ -27,6 +27,14 @@ public interface SharedReceiveQueue extends AutoCloseable {
     }
 
     /**
+     * Whom to tell when the device reports this queue failed (IBV_EVENT_SRQ_ERR): its receives can no longer be
+     * trusted to be posted, so a peer's SEND may meet none and wait in RNR retries for ever. Called at most once, on
+     * the thread that reads the device's events. The default never calls (a fabric that cannot report it).
+     */
+    default void onFailure(java.util.function.Consumer<String> listener) {
+    }
+
+    /**
      * Destroys the queue. Throws {@link IllegalStateException} when the device refused (a queue pair still uses it):
      * its receives are then still posted, so their memory must stay registered.
      */

@@ -50,7 +50,8 @@ public final class IbvSharedReceiveQueue implements AutoCloseable {
         return device;
     }
 
-    long address() {
+    /** The native {@code struct ibv_srq}'s address: what an async event about this queue names. */
+    public long address() {
         return srq;
     }
 

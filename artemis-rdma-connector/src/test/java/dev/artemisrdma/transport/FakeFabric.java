@@ -174,6 +174,20 @@ public final class FakeFabric implements Fabric {
         return liveSrqs.get();
     }
 
+    /**
+     * Raises IBV_EVENT_SRQ_ERR on every live shared receive queue, as a device whose queue failed would: each tells
+     * its listener ({@link SharedReceiveQueue#onFailure}) once. Returns how many were failed.
+     */
+    public int failSharedReceiveQueues(String reason) {
+        int n = 0;
+        for (FakeSrq s : srqs) {
+            if (s.fail(reason)) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     /** SRQ limit events raised (each arming fires at most once). */
     public int srqLimitEvents() {
         return srqLimitEvents.get();
@@ -863,6 +877,8 @@ public final class FakeFabric implements Fabric {
         final AtomicBoolean posting = new AtomicBoolean();
         int limit;
         boolean closed;
+        private java.util.function.Consumer<String> failureListener;
+        private String failure;
 
         FakeSrq(int capacity) {
             this.capacity = capacity;
@@ -871,6 +887,26 @@ public final class FakeFabric implements Fabric {
         @Override
         public int capacity() {
             return capacity;
+        }
+
+        @Override
+        public synchronized void onFailure(java.util.function.Consumer<String> listener) {
+            failureListener = listener;
+        }
+
+        boolean fail(String reason) {
+            java.util.function.Consumer<String> listener;
+            synchronized (this) {
+                if (failure != null || closed) {
+                    return false;
+                }
+                failure = reason;
+                listener = failureListener;
+            }
+            if (listener != null) {
+                listener.accept(reason);
+            }
+            return true;
         }
 
         /** A SEND took one (under the fabric lock). */

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -333,6 +334,44 @@ class SharedReceiveQueueTest {
                 pool.tick(System.nanoTime());
                 return pool.committed() == 0;
             });
+            fabric.assertNoViolations();
+        }
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+        fabric.close();
+    }
+
+    @Test
+    void aFailedSharedReceiveQueueFailsItsLoopsConnectionsAndNewOnesGetAFreshPool() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, base().sharedReceiveSlots(64).build());
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+            RdmaServer s = listenRecordingSides(server, sides);
+            List<RdmaChannel> before = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                RdmaChannel ch = client.connect(s.localAddress(), new Peers.Recorder());
+                ch.write(ByteBuffer.wrap(Peers.payload(i, 0, 100)), true);
+                before.add(ch);
+            }
+            for (RdmaChannel ch : before) {
+                Peers.Recorder r = awaitSide(sides, ch);
+                Peers.await("the first frame", 5000, () -> r.count() == 1);
+            }
+            SharedReceivePool failedPool = poolOf(server);
+            assertEquals(1, fabric.failSharedReceiveQueues("IBV_EVENT_SRQ_ERR on fake0 srq"));
+            for (RdmaChannel ch : before) {
+                FabricException cause = sides.get(ch.localAddress().toString()).closed.get(5, TimeUnit.SECONDS);
+                assertTrue(cause != null && cause.getMessage().contains("IBV_EVENT_SRQ_ERR"), String.valueOf(cause));
+            }
+            Peers.await("the failed pool's queue destroyed once its connections let go", 5000,
+                    () -> fabric.liveSharedReceiveQueues() == 0);
+            RdmaChannel after = client.connect(s.localAddress(), new Peers.Recorder());
+            for (int f = 0; f < 100; f++) {
+                after.write(ByteBuffer.wrap(Peers.payload(9, f, 300)), true);
+            }
+            Peers.Recorder r = awaitSide(sides, after);
+            Peers.await("a new connection's frames, on a fresh loop and pool", 10_000, () -> r.count() == 100);
+            assertTrue(poolOf(server) != failedPool, "a new pool serves it");
             fabric.assertNoViolations();
         }
         assertEquals(0, fabric.liveSharedReceiveQueues());

@@ -136,6 +136,9 @@ final class VerbsDevice implements FabricDevice {
     final class Srq implements SharedReceiveQueue {
         private final IbvSharedReceiveQueue srq;
         private dev.artemisrdma.verbs.RecvRequests requests;
+        /** Told once when the device fails this queue; guarded by this. */
+        private java.util.function.Consumer<String> failureListener;
+        private String failure;
 
         Srq(IbvSharedReceiveQueue srq) {
             this.srq = srq;
@@ -178,6 +181,33 @@ final class VerbsDevice implements FabricDevice {
         }
 
         @Override
+        public synchronized void onFailure(java.util.function.Consumer<String> listener) {
+            failureListener = listener;
+            if (failure != null) {
+                listener.accept(failure); // failed before anyone listened
+            }
+        }
+
+        /**
+         * The device reported this queue in error (IBV_EVENT_SRQ_ERR): tells its listener (the completion loop whose
+         * pool it is), once. Returns false when it had failed already.
+         */
+        boolean fail(String reason) {
+            java.util.function.Consumer<String> listener;
+            synchronized (this) {
+                if (failure != null) {
+                    return false;
+                }
+                failure = reason;
+                listener = failureListener;
+            }
+            if (listener != null) {
+                listener.accept(reason);
+            }
+            return true;
+        }
+
+        @Override
         public void armLimit(int limit) throws FabricException {
             try {
                 srq.armLimit(limit);
@@ -198,6 +228,16 @@ final class VerbsDevice implements FabricDevice {
                 requests.close();
             }
         }
+    }
+
+    /** This device's live shared receive queue at {@code address} (what an async event names), or null. */
+    Srq sharedReceiveQueueAt(long address) {
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            if (resource instanceof Srq q && q.ibv().address() == address) {
+                return q;
+            }
+        }
+        return null;
     }
 
     /** This device's live completion queue at {@code address} (what an async event names), or null. */

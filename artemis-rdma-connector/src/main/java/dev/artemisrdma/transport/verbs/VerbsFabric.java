@@ -404,7 +404,11 @@ public final class VerbsFabric implements Fabric {
                 failCompletionQueue(event);
                 return;
             }
-            case SRQ_ERR, WQ_FATAL, PATH_MIG_ERR -> LOG.error("{}: the device reports a failed queue; the connections "
+            case SRQ_ERR -> {
+                failSharedReceiveQueue(event);
+                return;
+            }
+            case WQ_FATAL, PATH_MIG_ERR -> LOG.error("{}: the device reports a failed queue; the connections "
                     + "on it fail as their queue pairs report errors", event);
             default -> {
             }
@@ -441,6 +445,17 @@ public final class VerbsFabric implements Fabric {
         } else if (queue.fail(reason)) {
             LOG.error("{}; its completion loop and that loop's connections fail now", reason);
         } // else failed and logged already: rxe reports each completion it drops
+    }
+
+    private void failSharedReceiveQueue(IbvAsyncEvent event) {
+        VerbsDevice device = deviceByContext.get(event.device());
+        String reason = event + ": the shared receive queue failed, so its connections' SENDs may find no receive";
+        VerbsDevice.Srq queue = device == null ? null : device.sharedReceiveQueueAt(event.srq());
+        if (queue == null) {
+            LOG.error("{} (not a queue of ours)", reason);
+        } else if (queue.fail(reason)) {
+            LOG.error("{}; the completion loop it belongs to and that loop's connections fail now", reason);
+        }
     }
 
     void route(long idAddress, Consumer<CmEvent> handler) {
