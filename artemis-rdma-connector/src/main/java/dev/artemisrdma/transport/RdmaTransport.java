@@ -66,6 +66,11 @@ public final class RdmaTransport implements AutoCloseable {
 
     /** How long a lost device's connections get to release before its loops and memory are, at the latest. */
     static final long DEVICE_RELEASE_WAIT_MILLIS = 10_000;
+    /**
+     * How long an accepted connection that finds every loop full waits for a shared pool's recall to free room before
+     * it is refused (peers answer a recall within a round trip or two).
+     */
+    static final long RECALL_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
 
     /**
      * A device went away. Its connections fail through their own queue pair events; once they are released, the
@@ -322,23 +327,61 @@ public final class RdmaTransport implements AutoCloseable {
                 return found;
             }
             checkOpen();
-            if (res.loops.size() >= config.maxCompletionLoops()) {
-                throw new FabricException("completion loop limit (raise maxCompletionLoops) reached on "
-                        + device.name() + ": all " + res.loops.size() + " loops are full");
+            if (res.loops.size() < config.maxCompletionLoops()) {
+                return addLoop(res, channel, entries);
             }
-            CompletionLoop added = res.addLoop();
-            int index = added.register(channel, entries);
-            if (index < 0) {
-                res.loops.remove(added);
-                added.stop();
-                throw new FabricException("no completion queue has room for a connection: it needs " + entries
-                        + " completion queue entries, more than one queue on " + device.name() + " holds"
-                        + queueLimitAdvice(device));
-            }
-            LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
-                    device.name(), channels.size(), added);
-            return new CompletionLoop.Assignment(added, index);
         }
+        found = awaitRecalledRoom(res, channel, entries);
+        if (found != null) {
+            return found;
+        }
+        throw new FabricException("completion loop limit (raise maxCompletionLoops) reached on " + device.name()
+                + ": all " + res.loops.size() + " loops are full");
+    }
+
+    /**
+     * Every loop is full, but a shared pool is recalling idle grown windows (the refusal that brought us here may have
+     * asked for it): their peers give credits back within a round trip or two, so look again for up to
+     * {@link #RECALL_WAIT_NANOS} before refusing. Only in this case, and outside the device's lock.
+     */
+    private CompletionLoop.Assignment awaitRecalledRoom(DeviceResources res, RdmaChannelImpl channel, int entries)
+            throws FabricException {
+        if (!channel.sharesReceives()) {
+            return null;
+        }
+        long deadline = System.nanoTime() + RECALL_WAIT_NANOS;
+        while (res.recallUnderWay() && System.nanoTime() - deadline < 0) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
+            checkOpen();
+            CompletionLoop.Assignment found = res.tryAssign(channel, entries);
+            if (found != null) {
+                return found;
+            }
+        }
+        return null;
+    }
+
+    /** Adds a loop (thread, queue) on the device for {@code channel}; under the device's lock. */
+    private CompletionLoop.Assignment addLoop(DeviceResources res, RdmaChannelImpl channel, int entries)
+            throws FabricException {
+        FabricDevice device = res.device;
+        CompletionLoop added = res.addLoop();
+        int index = added.register(channel, entries);
+        if (index < 0) {
+            res.loops.remove(added);
+            added.stop();
+            throw new FabricException("no completion queue has room for a connection: it needs " + entries
+                    + " completion queue entries, more than one queue on " + device.name() + " holds"
+                    + queueLimitAdvice(device));
+        }
+        LOG.info("{}: completion queues on {} are full ({} connections); added completion loop {}", name,
+                device.name(), channels.size(), added);
+        return new CompletionLoop.Assignment(added, index);
     }
 
     /** What bounds a completion queue on {@code device}, and what to change: " (limit): advice". */
@@ -537,6 +580,18 @@ public final class RdmaTransport implements AutoCloseable {
         }
 
         /** Registers with the least loaded loop that has room; null when none has. */
+        /** Whether a shared pool of a loop in service is recalling grown windows now. */
+        boolean recallUnderWay() {
+            long now = System.nanoTime();
+            for (CompletionLoop loop : loops) {
+                SharedReceivePool p = loop.sharedPool();
+                if (p != null && p.recallUnderWay(now)) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
         CompletionLoop.Assignment tryAssign(RdmaChannelImpl channel, int entries) throws FabricException {
             List<CompletionLoop> byLoad = new ArrayList<>(loops);
             byLoad.sort(java.util.Comparator.comparingInt(CompletionLoop::load));

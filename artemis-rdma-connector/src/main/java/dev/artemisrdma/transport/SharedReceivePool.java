@@ -296,6 +296,14 @@ final class SharedReceivePool implements AutoCloseable {
     }
 
     /**
+     * Whether a recall is wanted or ran within {@link #RECALL_INTERVAL_NANOS}, while some window is still grown: an
+     * admission refused now may find room a round trip later.
+     */
+    synchronized boolean recallUnderWay(long now) {
+        return grown() > 0 && (recallWanted || now - lastRecall < RECALL_INTERVAL_NANOS);
+    }
+
+    /**
      * True when the loop should recall grown windows now ({@link #RECALL_INTERVAL_NANOS} after the last time): an
      * event asked for it and some window is still grown. The loop then asks its connections
      * ({@link RdmaChannelImpl#recall}) to keep {@link #minimum()}.

@@ -257,20 +257,10 @@ class SharedReceiveQueueTest {
             RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
             assertEquals(serverConfig.receiveSlots() + 1 + TransportConfig.SHARED_MIN_CREDITS, pool.committed());
 
-            RdmaChannel c = null;
-            FabricException refused = null;
-            long deadline = System.nanoTime() + 10_000_000_000L;
-            while (c == null && System.nanoTime() < deadline) {
-                try {
-                    c = client.connect(s.localAddress(), new Peers.Recorder());
-                } catch (FabricException e) {
-                    refused = e; // the refusal asked the loop to recall: a later attempt finds the room
-                    Thread.sleep(20);
-                }
-            }
-            assertTrue(c != null, "C admitted once A's idle window was recalled; last refusal: " + refused);
-            // C's admission found the pool full first (the transport's second look, or C's next attempt, found room)
-            assertTrue(pool.admissionsRefused >= 1, pool.toString());
+            // C's admission finds the pool full, which asks the loop to recall; the listener looks again while the
+            // recall is under way (up to 200 ms), so C is admitted at its first attempt
+            RdmaChannel c = client.connect(s.localAddress(), new Peers.Recorder());
+            assertTrue(pool.admissionsRefused >= 1, "the pool was full when C came: " + pool);
             assertTrue(pool.recalls >= 1, pool.toString());
             // A gave back what it held beyond the minimum (less what was still on its way back to it)
             assertTrue(pool.creditsReleased >= 8, "credits A gave back: " + pool.creditsReleased);
