@@ -346,10 +346,13 @@ public final class RdmaTransport implements AutoCloseable {
      */
     private CompletionLoop.Assignment awaitRecalledRoom(DeviceResources res, RdmaChannelImpl channel, int entries)
             throws FabricException {
-        if (!channel.sharesReceives()) {
+        long start = System.nanoTime();
+        // a wait that found no room (the grown windows are busy) is not repeated for a second: a storm of connection
+        // requests must not hold the connection-manager thread 200 ms each
+        if (!channel.sharesReceives() || start - res.lastFutileRecallWait < TimeUnit.SECONDS.toNanos(1)) {
             return null;
         }
-        long deadline = System.nanoTime() + RECALL_WAIT_NANOS;
+        long deadline = start + RECALL_WAIT_NANOS;
         while (res.recallUnderWay() && System.nanoTime() - deadline < 0) {
             try {
                 Thread.sleep(5);
@@ -363,6 +366,7 @@ public final class RdmaTransport implements AutoCloseable {
                 return found;
             }
         }
+        res.lastFutileRecallWait = System.nanoTime();
         return null;
     }
 
@@ -556,6 +560,8 @@ public final class RdmaTransport implements AutoCloseable {
         final List<CompletionLoop> loops = new CopyOnWriteArrayList<>();
         /** Every loop made here, in service or not: their statistics stay in the totals. */
         final List<CompletionLoop> allLoops = new CopyOnWriteArrayList<>();
+        /** When a connection last waited for a recall in vain (see awaitRecalledRoom). */
+        volatile long lastFutileRecallWait = System.nanoTime() - TimeUnit.SECONDS.toNanos(1);
         final SpinBudget spinBudget;
         private int loopsMade;
 

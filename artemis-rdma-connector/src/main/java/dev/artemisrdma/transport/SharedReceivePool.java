@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
  * connections refused because the pools are promised to windows nobody uses. So the pool recalls: when a growth
  * request or an admission finds too little spare, or a grant leaves less than an eighth of the slots spare, the
- * loop's next tick (at most every {@link #RECALL_INTERVAL_NANOS}) asks every connection whose window grew beyond the
+ * loop's next tick (at most every {@link #RECALL_INTERVAL_NANOS}, at once for a refused admission, which a connection
+ * waits for) asks every connection whose window grew beyond the
  * minimum to give back what it holds beyond it ({@link FrameHeader#RECALL}). A peer with nothing queued answers with
  * the credits given back ({@link FrameHeader#RELEASE}), which leave its allocation; a busy one keeps its window.
  * Peers from before recalls ({@link Handshake#FEATURE_CREDIT_RECALL}) are not asked. The recall costs an idle pool
@@ -91,6 +92,8 @@ final class SharedReceivePool implements AutoCloseable {
     private boolean pressure;
     /** Set under the pool's monitor; volatile so the loop can glance at it after each batch without the monitor. */
     private volatile boolean recallWanted;
+    /** A refused admission asked: the next tick recalls without waiting out the interval. */
+    private boolean recallUrgent;
     private long lastRecall = System.nanoTime() - RECALL_INTERVAL_NANOS;
     private boolean closed;
 
@@ -211,6 +214,7 @@ final class SharedReceivePool implements AutoCloseable {
         if (closed || committed + minimum > slots) {
             admissionsRefused++;
             wantRecall("an admission found no room");
+            recallUrgent = recallWanted; // a connection waits for it (RdmaTransport#awaitRecalledRoom)
             return null;
         }
         Allocation a = new Allocation();
@@ -313,11 +317,12 @@ final class SharedReceivePool implements AutoCloseable {
             recallWanted = false;
             return false;
         }
-        if (now - lastRecall < RECALL_INTERVAL_NANOS) {
+        if (now - lastRecall < RECALL_INTERVAL_NANOS && !recallUrgent) {
             return false;
         }
         lastRecall = now;
         recallWanted = false;
+        recallUrgent = false;
         recalls++;
         return true;
     }
