@@ -222,13 +222,8 @@ final class SendSide {
                 addFragment(outbox.peek());
             }
         }
-        if (releaseKeep >= 0) {
-            releaseRecalled();
-        }
-        if (recallKeep >= 0 && ring.free() > 0 && (credits.sendCredits() > 1 || credits.mayReturnCredit())) {
-            addCreditFrame(FrameHeader.RECALL, recallKeep);
-            recallKeep = -1;
-            recallsSent++;
+        if (releaseKeep >= 0 || recallKeep >= 0) {
+            recallOrRelease(); // rare: a pool under pressure
         }
         if (ring.free() > 0 && credits.creditFrameDue()) {
             addCreditFrame(0, 0);
@@ -251,6 +246,18 @@ final class SendSide {
         inlineCount = 0;
         addCreditFrame(FrameHeader.CLOSE, 0);
         return post();
+    }
+
+    /** Sends a recall our pool asked for, or answers one the peer sent. */
+    private void recallOrRelease() {
+        if (releaseKeep >= 0) {
+            releaseRecalled();
+        }
+        if (recallKeep >= 0 && ring.free() > 0 && (credits.sendCredits() > 1 || credits.mayReturnCredit())) {
+            addCreditFrame(FrameHeader.RECALL, recallKeep);
+            recallKeep = -1;
+            recallsSent++;
+        }
     }
 
     /**
