@@ -119,10 +119,7 @@ class SharedReceiveQueueTest {
             assertTrue(pool.committed() > TransportConfig.SHARED_MIN_CREDITS, "window grown: " + pool);
             assertTrue(pool.committed() <= serverConfig.receiveSlots() + 1, "never beyond receiveSlots + 1: " + pool);
             ch.close();
-            Peers.await("credits back after the limbo", 5000, () -> {
-                pool.tick(System.nanoTime());
-                return pool.committed() == 0;
-            });
+            awaitEveryCreditBack(pool, "credits back after the limbo");
             fabric.assertNoViolations();
         }
         assertEquals(0, fabric.liveSharedReceiveQueues());
@@ -320,10 +317,7 @@ class SharedReceiveQueueTest {
                 return pool.connections() == 1 && pool.committed() <= serverConfig.receiveSlots() + 1;
             });
             honest.close();
-            Peers.await("every credit back once the honest connection closed too", 5000, () -> {
-                pool.tick(System.nanoTime());
-                return pool.committed() == 0;
-            });
+            awaitEveryCreditBack(pool, "every credit back once the honest connection closed too");
             fabric.assertNoViolations();
         }
         assertEquals(0, fabric.liveSharedReceiveQueues());
@@ -411,6 +405,14 @@ class SharedReceiveQueueTest {
             }
         }
         throw new AssertionError("no shared pool");
+    }
+
+    /** Waits (ticking the pool, as its loop would) until no credit of {@code pool} is promised or in limbo. */
+    private static void awaitEveryCreditBack(SharedReceivePool pool, String what) throws InterruptedException {
+        Peers.await(what, 5000, () -> {
+            pool.tick(System.nanoTime());
+            return pool.committed() == 0;
+        });
     }
 
     /** Listens with a recorder per accepted connection, filed under the client's address. */
