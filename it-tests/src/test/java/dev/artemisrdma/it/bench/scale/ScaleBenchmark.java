@@ -44,15 +44,14 @@ public final class ScaleBenchmark {
     private ScaleBenchmark() {
     }
 
+    /** One pass: {@code idle} is the window with every connection idle, {@code empty} the one before any. */
     record Pass(String name, boolean tcp, int connections, double connectSeconds, String round, Map<String, Long> brokerIdle,
-                Map<String, Long> brokerAfterRound, double cpuPercent, double loopCpuPercent,
-                double loopCpuMBeanPercent, long wakeUps,
-                long spins, long blocks, List<String> busiest, double idleSeconds, CpuWindow empty,
-                double jitPercent) {
+                Map<String, Long> brokerAfterRound, CpuWindow idle, CpuWindow empty, double loopCpuMBeanPercent,
+                long wakeUps, long spins, long blocks) {
 
         /** What the idle connections add to the empty broker, leaving out the JIT compiler threads in both. */
         double addedWithoutJit() {
-            return (cpuPercent - jitPercent) - (empty.percent - empty.jitPercent);
+            return (idle.percent - idle.jitPercent) - (empty.percent - empty.jitPercent);
         }
     }
 
@@ -122,9 +121,9 @@ public final class ScaleBenchmark {
             Map<String, Long> s = p.brokerIdle;
             if (tcp) {
                 line(out, "broker CPU, %.0f s with all %d connections idle: %.2f %% of one core (Artemis's pings and "
-                        + "checks, Netty's event loops)", p.idleSeconds, p.connections, p.cpuPercent);
+                        + "checks, Netty's event loops)", p.idle.seconds(), p.connections, p.idle.percent());
                 line(out, "busiest broker threads in that window (CPU %% of one core): %s",
-                        String.join(", ", p.busiest));
+                        String.join(", ", p.idle.busiest()));
                 emptyBrokerLine(out, p);
                 if (s.get("serverConnections") != connections) {
                     failures.add(p.name + ": the broker counted " + s.get("serverConnections") + " connections, not "
@@ -144,10 +143,11 @@ public final class ScaleBenchmark {
                     s.get("registeredBytes") / 1024.0 / Math.max(1, s.get("connections")));
             line(out, "broker CPU, %.0f s with all %d connections idle: %.2f %% of one core; completion loop threads "
                     + "%.2f %% (/proc; LoopCpuNanos says %.2f %%; %d loops; %.1f wake-ups/s, %.1f spins/s, %.1f "
-                    + "blocks/s; -1: a build without loop statistics)", p.idleSeconds, p.connections, p.cpuPercent,
-                    p.loopCpuPercent, p.loopCpuMBeanPercent, s.get("loops"), p.wakeUps / p.idleSeconds,
-                    p.spins / p.idleSeconds, p.blocks / p.idleSeconds);
-            line(out, "busiest broker threads in that window (CPU %% of one core): %s", String.join(", ", p.busiest));
+                    + "blocks/s; -1: a build without loop statistics)", p.idle.seconds(), p.connections,
+                    p.idle.percent(), p.idle.loopPercent(), p.loopCpuMBeanPercent, s.get("loops"),
+                    p.wakeUps / p.idle.seconds(), p.spins / p.idle.seconds(), p.blocks / p.idle.seconds());
+            line(out, "busiest broker threads in that window (CPU %% of one core): %s",
+                    String.join(", ", p.idle.busiest()));
             emptyBrokerLine(out, p);
             if (s.get("connections") != connections) {
                 failures.add(p.name + ": the broker counted " + s.get("connections") + " connections, not "
@@ -161,8 +161,8 @@ public final class ScaleBenchmark {
         Pass tcpPass = passes.stream().filter(x -> x.tcp).findFirst().orElse(null);
         if (rdmaPass != null && tcpPass != null) {
             line(out, "idle broker CPU with %d connections: RDMA %.2f %%, Netty TCP %.2f %% of one core (RDMA/TCP %.2f)",
-                    connections, rdmaPass.cpuPercent, tcpPass.cpuPercent,
-                    rdmaPass.cpuPercent / Math.max(0.001, tcpPass.cpuPercent));
+                    connections, rdmaPass.idle.percent(), tcpPass.idle.percent(),
+                    rdmaPass.idle.percent() / Math.max(0.001, tcpPass.idle.percent()));
             line(out, "what the %d idle connections add to the empty broker, JIT threads left out: RDMA %.2f %%, Netty "
                     + "TCP %.2f %% of one core", connections, rdmaPass.addedWithoutJit(), tcpPass.addedWithoutJit());
         }
@@ -263,10 +263,9 @@ public final class ScaleBenchmark {
             broker.send("exit");
             broker.await("STOPPED", 120);
             broker.awaitExit(60);
-            return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, idle.percent(),
-                    idle.loopPercent(), loopCpuMBean, s1.get("loopWakeUps") - s0.get("loopWakeUps"),
-                    s1.get("loopSpins") - s0.get("loopSpins"), s1.get("loopBlocks") - s0.get("loopBlocks"),
-                    idle.busiest(), idle.seconds(), empty, idle.jitPercent());
+            return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, idle, empty, loopCpuMBean,
+                    s1.get("loopWakeUps") - s0.get("loopWakeUps"), s1.get("loopSpins") - s0.get("loopSpins"),
+                    s1.get("loopBlocks") - s0.get("loopBlocks"));
         } finally {
             for (ChildJvm c : clients) {
                 c.close();
@@ -282,7 +281,7 @@ public final class ScaleBenchmark {
         line(out, "broker CPU, %.0f s before any connection: %.2f %% of one core (JIT compiler threads %.2f %%; busiest: "
                 + "%s); all %d idle: JIT compiler threads %.2f %%; the idle connections add %.2f %% of one core to the "
                 + "empty broker, JIT threads left out", p.empty.seconds(), p.empty.percent(), p.empty.jitPercent(),
-                String.join(", ", p.empty.busiest()), p.connections, p.jitPercent, p.addedWithoutJit());
+                String.join(", ", p.empty.busiest()), p.connections, p.idle.jitPercent(), p.addedWithoutJit());
     }
 
     private static Map<String, Long> stats(ChildJvm broker) throws Exception {
