@@ -585,7 +585,6 @@ public final class RdmaTransport implements AutoCloseable {
             return loop;
         }
 
-        /** Registers with the least loaded loop that has room; null when none has. */
         /** Whether a shared pool of a loop in service is recalling grown windows now. */
         boolean recallUnderWay() {
             long now = System.nanoTime();
@@ -598,6 +597,7 @@ public final class RdmaTransport implements AutoCloseable {
             return false;
         }
 
+        /** Registers with the least loaded loop that has room; null when none has. */
         CompletionLoop.Assignment tryAssign(RdmaChannelImpl channel, int entries) throws FabricException {
             List<CompletionLoop> byLoad = new ArrayList<>(loops);
             byLoad.sort(java.util.Comparator.comparingInt(CompletionLoop::load));

@@ -82,9 +82,6 @@ final class SendSide {
     volatile long flushesToLoop;
     /** Fragments sent with their header in immediate data (a whole slot of payload each). */
     volatile long immediateSends;
-    /** Recalls sent to the peer, and credits we gave back when it recalled them. */
-    volatile long recallsSent;
-    volatile long creditsReleased;
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -256,7 +253,6 @@ final class SendSide {
         if (recallKeep >= 0 && ring.free() > 0 && (credits.sendCredits() > 1 || credits.mayReturnCredit())) {
             addCreditFrame(FrameHeader.RECALL, recallKeep);
             recallKeep = -1;
-            recallsSent++;
         }
     }
 
@@ -274,7 +270,6 @@ final class SendSide {
         }
         addCreditFrame(FrameHeader.RELEASE, surplus);
         credits.release(surplus);
-        creditsReleased += surplus;
     }
 
     /**
