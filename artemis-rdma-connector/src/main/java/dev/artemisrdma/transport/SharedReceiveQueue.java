@@ -35,6 +35,38 @@ public interface SharedReceiveQueue extends AutoCloseable {
     }
 
     /**
+     * What an implementation keeps for {@link #onFailure}: the listener, and the failure it is told once (at once when
+     * the queue failed before anyone listened). Thread-safe; the listener runs outside the lock when the queue fails.
+     */
+    final class FailureNotice {
+        private java.util.function.Consumer<String> listener;
+        private String failure;
+
+        public synchronized void listen(java.util.function.Consumer<String> listener) {
+            this.listener = listener;
+            if (failure != null) {
+                listener.accept(failure); // failed before anyone listened
+            }
+        }
+
+        /** Records the failure and tells the listener; false when it had failed already. */
+        public boolean fail(String reason) {
+            java.util.function.Consumer<String> told;
+            synchronized (this) {
+                if (failure != null) {
+                    return false;
+                }
+                failure = reason;
+                told = listener;
+            }
+            if (told != null) {
+                told.accept(reason);
+            }
+            return true;
+        }
+    }
+
+    /**
      * Destroys the queue. Throws {@link IllegalStateException} when the device refused (a queue pair still uses it):
      * its receives are then still posted, so their memory must stay registered.
      */

@@ -877,8 +877,7 @@ public final class FakeFabric implements Fabric {
         final AtomicBoolean posting = new AtomicBoolean();
         int limit;
         boolean closed;
-        private java.util.function.Consumer<String> failureListener;
-        private String failure;
+        private final FailureNotice failure = new FailureNotice();
 
         FakeSrq(int capacity) {
             this.capacity = capacity;
@@ -890,23 +889,13 @@ public final class FakeFabric implements Fabric {
         }
 
         @Override
-        public synchronized void onFailure(java.util.function.Consumer<String> listener) {
-            failureListener = listener;
+        public void onFailure(java.util.function.Consumer<String> listener) {
+            failure.listen(listener);
         }
 
+        /** IBV_EVENT_SRQ_ERR on this queue, unless it is destroyed already. */
         boolean fail(String reason) {
-            java.util.function.Consumer<String> listener;
-            synchronized (this) {
-                if (failure != null || closed) {
-                    return false;
-                }
-                failure = reason;
-                listener = failureListener;
-            }
-            if (listener != null) {
-                listener.accept(reason);
-            }
-            return true;
+            return !closed && failure.fail(reason);
         }
 
         /** A SEND took one (under the fabric lock). */

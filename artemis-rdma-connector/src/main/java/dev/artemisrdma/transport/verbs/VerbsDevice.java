@@ -136,9 +136,7 @@ final class VerbsDevice implements FabricDevice {
     final class Srq implements SharedReceiveQueue {
         private final IbvSharedReceiveQueue srq;
         private dev.artemisrdma.verbs.RecvRequests requests;
-        /** Told once when the device fails this queue; guarded by this. */
-        private java.util.function.Consumer<String> failureListener;
-        private String failure;
+        private final FailureNotice failure = new FailureNotice();
 
         Srq(IbvSharedReceiveQueue srq) {
             this.srq = srq;
@@ -181,11 +179,8 @@ final class VerbsDevice implements FabricDevice {
         }
 
         @Override
-        public synchronized void onFailure(java.util.function.Consumer<String> listener) {
-            failureListener = listener;
-            if (failure != null) {
-                listener.accept(failure); // failed before anyone listened
-            }
+        public void onFailure(java.util.function.Consumer<String> listener) {
+            failure.listen(listener);
         }
 
         /**
@@ -193,18 +188,7 @@ final class VerbsDevice implements FabricDevice {
          * pool it is), once. Returns false when it had failed already.
          */
         boolean fail(String reason) {
-            java.util.function.Consumer<String> listener;
-            synchronized (this) {
-                if (failure != null) {
-                    return false;
-                }
-                failure = reason;
-                listener = failureListener;
-            }
-            if (listener != null) {
-                listener.accept(reason);
-            }
-            return true;
+            return failure.fail(reason);
         }
 
         @Override
