@@ -111,7 +111,7 @@ class SharedReceiveQueueLabTest {
 
     /**
      * A pool of 24 receives on one loop: A's stream grows its window to receiveSlots + 1 = 17, B takes the minimum
-     * (21 of 24 promised), so C is refused until the refusal has made the pool recall A's idle window. Then all three
+     * (21 of 24 promised), so C's admission finds no room until the pool has recalled A's idle window. Then all three
      * stream, with rnrRetryCount 0 on both sides: a recall that let a SEND meet an empty shared queue would fail a
      * connection at once and move rxe's RNR counters.
      */
@@ -134,27 +134,15 @@ class SharedReceiveQueueLabTest {
             RdmaChannel b = clientTransport.connect(server.localAddress(), new Quiet());
             b.write(ByteBuffer.allocate(4).putInt(0, 1), true);
 
+            // C finds the pool full: its admission recalls A's idle window, and the listener looks again while the
+            // recall is under way, so C is admitted at its first attempt (a refusal would throw here)
             long t0 = System.nanoTime();
-            RdmaChannel c = null;
-            int refused = 0;
-            String lastRefusal = null;
-            while (c == null && System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(20)) {
-                try {
-                    c = clientTransport.connect(server.localAddress(), new Quiet());
-                } catch (FabricException e) {
-                    refused++;
-                    lastRefusal = e.getMessage();
-                    Thread.sleep(50);
-                }
-            }
+            RdmaChannel c = clientTransport.connect(server.localAddress(), new Quiet());
             long admittedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
             long recalled = serverTransport.sharedReceiveCreditsRecalled();
-            System.out.printf("SRQ lab (recall): C admitted after %d ms and %d refused attempts (last: %s); the "
-                    + "listener refused %d connection requests; credits given back to the pool: %d%n", admittedMillis,
-                    refused, lastRefusal, server.stats().refused(), recalled);
-            assertTrue(c != null, "C admitted once A's idle window was recalled; last refusal: " + lastRefusal);
-            // the full pool recalled A's window and the listener looked again while the recall was under way
-            assertEquals(0, refused, "C admitted at its first attempt; refused with: " + lastRefusal);
+            System.out.printf("SRQ lab (recall): C admitted at its first attempt after %d ms; the listener refused %d "
+                    + "connection requests; credits given back to the pool: %d%n", admittedMillis,
+                    server.stats().refused(), recalled);
             assertTrue(recalled >= 8, "A gave back what its window had grown by: " + recalled);
             c.write(ByteBuffer.allocate(4).putInt(0, 2), true);
 
