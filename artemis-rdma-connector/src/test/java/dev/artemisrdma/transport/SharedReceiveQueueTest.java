@@ -305,6 +305,13 @@ class SharedReceiveQueueTest {
             try (RawPeer zero = RawPeer.connect(fabric, s.localAddress(), recalls)) {
                 cheat(zero, FrameHeader.CREDIT | FrameHeader.RELEASE, 0); // outside 1..window
             }
+            try (RawPeer huge = RawPeer.connect(fabric, s.localAddress(), recalls)) {
+                cheat(huge, FrameHeader.CREDIT | FrameHeader.RELEASE, Integer.MAX_VALUE); // outside 1..window
+            }
+            try (RawPeer recallsAll = RawPeer.connect(fabric, s.localAddress(), recalls)) {
+                // a recall that would leave the server no credit to send with: outside 2..window
+                cheat(recallsAll, FrameHeader.CREDIT | FrameHeader.RECALL, 1);
+            }
             for (int f = 0; f < 50; f++) {
                 honest.write(ByteBuffer.wrap(Peers.payload(7, f, 300)), true);
             }
