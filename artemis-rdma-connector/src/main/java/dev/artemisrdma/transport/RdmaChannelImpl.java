@@ -1168,15 +1168,21 @@ final class RdmaChannelImpl implements RdmaChannel {
                     return;
                 }
             }
-            // with no credit left, the send that spent the last one was signaled, so the ring still drains
-            if ((goodbyeSent || send.credits().sendCredits() == 0) && send.ringOutstanding() == 0
-                    && state == ChannelState.CLOSING) {
+            // Without credit the goodbye waits: the peer owes us the receives our last SENDs consumed and returns
+            // them at its threshold (the last credit is only ever spent on a SEND that returns credit, so it has
+            // credit to do so). Disconnecting at once made the peer read a lost connection instead of a close. A
+            // peer that said goodbye itself needs none from us: with no credit left (the send that spent the last
+            // one was signaled, so the ring still drains) we disconnect.
+            boolean peerSaidGoodbye = receive.remoteClosing() && send.credits().sendCredits() == 0;
+            if ((goodbyeSent || peerSaidGoodbye) && send.ringOutstanding() == 0 && state == ChannelState.CLOSING) {
                 beginDisconnectLocked(null);
             }
         }
         if (state == ChannelState.CLOSING && now - closeDeadline > 0) {
-            LOG.warn("channel {} ({}): orderly close timed out after closeTimeout ({} ms) with {} frames unsent; "
-                    + "disconnecting", id, describe(remote), config.closeTimeout().toMillis(), send.outboxSize());
+            String unsent = send.outboxEmpty() ? "no credit came back for the goodbye"
+                    : send.outboxSize() + " frames unsent";
+            LOG.warn("channel {} ({}): orderly close timed out after closeTimeout ({} ms), {}; disconnecting", id,
+                    describe(remote), config.closeTimeout().toMillis(), unsent);
             beginDisconnectLocked(send.outboxEmpty() ? null : new FabricException("channel " + id
                     + ": close timed out with " + send.outboxSize() + " frames unsent to " + describe(remote)));
         }

@@ -94,6 +94,61 @@ class OrderlyCloseAfterStreamTest {
         }
     }
 
+    /**
+     * The closing side's last frame spends its last credit (allowed: it returns credit the peer's frame earned), so
+     * when its outbox empties it has no credit for the goodbye. It waits for the peer's credit return and then says
+     * goodbye; before, once its SENDs completed it disconnected at once and the peer read a lost connection (a broker
+     * logs that as a client's failure). The peer is frozen while the client gets there, then its loop is held in its
+     * handler, so the client's SENDs complete before any credit can come back.
+     */
+    @Test
+    void aSideWithNoCreditLeftWaitsForCreditToSayGoodbye() throws Exception {
+        TransportConfig config = config();
+        Peers.HoldingRecorder serverSide = new Peers.HoldingRecorder();
+        try (Connection c = new Connection(new FakeFabric(), config, config, serverSide, new Peers.Recorder())) {
+            RdmaChannelImpl client = (RdmaChannelImpl) c.client;
+            try {
+                Peers.await("the handshake's credit settled", 5000, () -> client.debugState().contains(" owed=0 "));
+                c.fabric.freeze(c.serverChannel.localAddress());
+                // 9 credits (receiveSlots + 1); lone frames, one SEND each: 8 go, the ninth waits (the last credit
+                // must return credit, and the client owes none)
+                for (int i = 0; i < 9; i++) {
+                    c.client.write(ByteBuffer.wrap(Peers.payload(9, i, 200)), true);
+                }
+                // one frame of the peer's: its receive is credit owed, so the ninth goes with the last credit
+                c.serverChannel.write(ByteBuffer.wrap(Peers.payload(10, 0, 100)), true);
+                Peers.await("the client at no credit, its outbox empty", 5000, () -> client.debugState()
+                        .contains(" credits=0 ") && client.debugState().contains(" outbox=0/"));
+                CompletableFuture<Long> closing = CompletableFuture.supplyAsync(() -> {
+                    long start = System.nanoTime();
+                    c.client.close();
+                    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                });
+                Thread.sleep(50); // the close starts with no credit for its goodbye
+                c.fabric.thaw(c.serverChannel.localAddress());
+                assertTrue(serverSide.inHandler.await(5, TimeUnit.SECONDS), "the server's handler was never called");
+                Peers.await("the client's SENDs completed", 5000, () -> client.debugState().contains(" ring=0/"));
+                Thread.sleep(100); // the old close disconnected here, with no credit come back
+                serverSide.release.countDown();
+                long tookMillis = closing.get(10, TimeUnit.SECONDS);
+                String state = "client " + client.debugState() + " " + TransportStats.of(c.client);
+                assertTrue(tookMillis < 1000, "close took " + tookMillis + " ms, closeTimeout "
+                        + config.closeTimeout().toMillis() + " ms: " + state);
+                assertNull(c.clientSide.closed.get(5, TimeUnit.SECONDS), state);
+                FabricException peerCause = serverSide.closed.get(5, TimeUnit.SECONDS);
+                assertNotNull(peerCause, state);
+                assertTrue(peerCause.getMessage().contains("closed the connection"),
+                        "the peer heard no goodbye: " + peerCause.getMessage() + "; " + state);
+                assertEquals(9, serverSide.count(), state);
+                for (int i = 0; i < 9; i++) {
+                    assertEquals(Peers.crc(Peers.payload(9, i, 200)), serverSide.crcs.get(i), "frame " + i);
+                }
+            } finally {
+                serverSide.release.countDown();
+            }
+        }
+    }
+
     private static void oneRound(RdmaTransport serverTransport, RdmaTransport clientTransport, int round)
             throws Exception {
         Peers.Recorder serverSide = new Peers.Recorder();
