@@ -54,7 +54,7 @@ for r in $(seq 1 "$rounds"); do
       for s in "${names[@]}"; do jcmd "$(pgrep -f "server --bind $addr --port ${port[$s]}" | head -1)" Thread.print > "$out/server-$s-round$r.threads" 2>&1; done
     fi
     wait $client 2>/dev/null
-    echo "round $r $name $(grep '^RESULT' "$run_out" | tail -1)"
+    echo "round $r $name $(grep '^RESULT' "$run_out" | tail -1) $(grep -o 'jit_ms=[0-9]*' "$run_out" | tail -1)"
   done
 done
 kill $(jobs -p) 2>/dev/null

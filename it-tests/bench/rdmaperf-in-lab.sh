@@ -64,8 +64,8 @@ server=$!
 sleep 6
 
 # layer mode size iters [warmup]: prints the RESULT line with min_us=..., cpu_us_per_msg=... (the client's CPU over
-# its measured window) and server_cpu_us_per_msg=... (the server's CPU over the whole connection, warmup included,
-# per message it received) appended
+# its measured window), jit_ms=... (its JIT compiling in that window) and server_cpu_us_per_msg=... (the server's
+# CPU over the whole connection, warmup included, per message it received) appended
 rdmaperf() {
   local all ticks_before ticks_after w="${5:-$warmup}"
   ticks_before="$(proc_ticks $server)"
@@ -75,6 +75,7 @@ rdmaperf() {
   echo "$all" >> "$out/rdmaperf-client.out" # everything it printed, transport statistics included
   echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)" \
     "$(echo "$all" | grep -o 'cpu_us_per_msg=[0-9.]*' | tail -1)" \
+    "$(echo "$all" | grep -o 'jit_ms=[0-9]*' | tail -1)" \
     "$(awk -v t=$((ticks_after - ticks_before)) -v hz="$clk_tck" -v n=$(($4 + w)) \
       'BEGIN {printf "server_cpu_us_per_msg=%.3f", t * 1e6 / hz / n}')"
 }

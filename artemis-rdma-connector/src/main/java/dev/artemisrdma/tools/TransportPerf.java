@@ -139,6 +139,7 @@ final class TransportPerf {
                 System.out.println("rdmaperf: transport stats " + TransportStats.of(channel));
                 System.out.println("rdmaperf: loop stats " + LoopDelta.of(LoopStats.NONE, transport.loopStats()));
                 System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
+                System.out.println(JitTime.line(client.startJit, client.endJit));
                 return client.result();
             } finally {
                 channel.close();
@@ -158,6 +159,8 @@ final class TransportPerf {
         long endNanos;
         long startCpu = -1; // process CPU over the measured window (after the warmup), as startNanos..endNanos
         long endCpu = -1;
+        long startJit = -1; // JIT compiling over the same window
+        long endJit = -1;
 
         Client(PerfOptions options) {
             this.options = options;
@@ -200,6 +203,7 @@ final class TransportPerf {
         void start(RdmaChannel channel) throws FabricException {
             previous = System.nanoTime();
             startCpu = ProcessCpu.nanos();
+            startJit = JitTime.millis();
             send(channel, true);
         }
 
@@ -211,6 +215,7 @@ final class TransportPerf {
             if (n == options.warmup()) {
                 startNanos = now;
                 startCpu = ProcessCpu.nanos();
+                startJit = JitTime.millis();
             } else if (n > options.warmup()) {
                 histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
@@ -218,6 +223,7 @@ final class TransportPerf {
             if (n == total) {
                 endNanos = now;
                 endCpu = ProcessCpu.nanos();
+                endJit = JitTime.millis();
                 done.countDown();
                 return;
             }
@@ -248,6 +254,7 @@ final class TransportPerf {
         void start(RdmaChannel channel) throws FabricException {
             startNanos = System.nanoTime();
             startCpu = ProcessCpu.nanos();
+            startJit = JitTime.millis();
             batchStart = startNanos;
             pump(channel);
         }
@@ -259,6 +266,7 @@ final class TransportPerf {
                 if (written == options.warmup()) {
                     startNanos = System.nanoTime();
                     startCpu = ProcessCpu.nanos();
+                    startJit = JitTime.millis();
                 }
                 send(channel, written % 16 == 0 || written == total);
                 if (written % 1024 == 0) {
@@ -283,6 +291,7 @@ final class TransportPerf {
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             endNanos = System.nanoTime();
             endCpu = ProcessCpu.nanos();
+            endJit = JitTime.millis();
             completed = total;
             done.countDown();
         }

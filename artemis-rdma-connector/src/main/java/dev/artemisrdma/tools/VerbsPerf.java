@@ -221,6 +221,7 @@ final class VerbsPerf {
         long total = (long) options.warmup() + options.iters();
         long start = 0;
         long startCpu = ProcessCpu.nanos();
+        long startJit = JitTime.millis();
         long previous = System.nanoTime();
         for (long i = 1; i <= total; i++) {
             side.post(i, i % SIGNAL_EVERY == 0);
@@ -239,6 +240,7 @@ final class VerbsPerf {
             if (i == options.warmup()) {
                 start = now;
                 startCpu = ProcessCpu.nanos();
+                startJit = JitTime.millis();
             } else if (i > options.warmup()) {
                 histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
@@ -246,6 +248,7 @@ final class VerbsPerf {
         }
         long elapsed = System.nanoTime() - start;
         System.out.println(ProcessCpu.line(startCpu, ProcessCpu.nanos(), options.iters()));
+        System.out.println(JitTime.line(startJit, JitTime.millis()));
         return PerfResult.of("verbs", "lat", options.size(), options.iters(), histogram, elapsed, options.iters());
     }
 
@@ -257,6 +260,7 @@ final class VerbsPerf {
         long completed = 0;
         long start = 0;
         long startCpu = -1;
+        long startJit = -1;
         long windowStart = System.nanoTime();
         boolean done = false;
         while (!done) {
@@ -265,6 +269,7 @@ final class VerbsPerf {
                 if (posted == options.warmup() + 1) {
                     start = System.nanoTime();
                     startCpu = ProcessCpu.nanos();
+                    startJit = JitTime.millis();
                 }
                 side.post(posted, posted % SIGNAL_EVERY == 0 || posted == total);
                 if (posted % 1024 == 0) {
@@ -287,6 +292,7 @@ final class VerbsPerf {
         }
         long elapsed = System.nanoTime() - start;
         System.out.println(ProcessCpu.line(startCpu, ProcessCpu.nanos(), options.iters()));
+        System.out.println(JitTime.line(startJit, JitTime.millis()));
         if (histogram.getTotalCount() == 0) {
             histogram.recordValue(Math.max(1, elapsed / options.iters()));
         }
