@@ -7,6 +7,8 @@ addr="${RDMA_LAB_ADDR1:-10.77.0.2}"
 out="${RDMA_LAB_RESULTS:-/tmp}"
 exec > >(tee -a "$out/latency-ab.txt") 2>&1
 size="${SIZE:-64}"; rounds="${ROUNDS:-5}"; warmup="${WARMUP:-10000}"; mode="${MODE:-lat}"
+settle=()
+if [ "$mode" = lat ] && [ "${SETTLE:-60}" != 0 ]; then settle=(--settle "${SETTLE:-60}"); fi
 case "$mode" in
   lat) iters="${ITERS:-50000}"; tool=ib_send_lat; field=5; metric=p50_us ;;   # typical latency, us
   bw) iters="${ITERS:-100000}"; tool=ib_send_bw; field=5; metric=msgs_per_s ;;  # message rate, Mpps
@@ -14,19 +16,27 @@ case "$mode" in
 esac
 java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 deps="$(cat "$LATENCY_AB_DEPS")"
-names=(); declare -A cls port opts
+names=(); declare -A cls port opts settles
 # OPTS="name=-Dprop=v,-Dprop2=v other=...": JVM options of one build's server and client (e.g. transport settings,
 # -Drdmaperf.transport.receiveSlots=256), so one build can run under several settings in one boot
 for o in ${OPTS:-}; do opts[${o%%=*}]="$(tr ',' ' ' <<<"${o#*=}")"; done
 p=19100
 for entry in $LATENCY_AB_BUILDS; do
   name="${entry%%=*}"; names+=("$name"); cls[$name]="${entry#*=}"; port[$name]=$p; p=$((p + 100))
+  # a build from before --settle measures after the warm-up's count alone: said, so its figure is read as such
+  if [ ${#settle[@]} -gt 0 ]; then
+    if grep -q settle "${cls[$name]}/dev/artemisrdma/tools/PerfOptions.class"; then
+      settles[$name]="${settle[*]}"
+    else
+      echo "latency-ab: build $name predates --settle: it measures after the warm-up's count alone (see jit_ms)"
+    fi
+  fi
   # shellcheck disable=SC2086 # opts are words
   "$java_bin" -Xmx1g ${opts[$name]:-} -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf server --bind "$addr" \
     --port "${port[$name]}" > "$out/server-$name.log" 2>&1 &
 done
 sleep 8
-echo "latency-ab: $mode, $size B, $rounds rounds of $iters messages ($warmup warm-up); builds: ${names[*]}"
+echo "latency-ab: $mode, $size B, $rounds rounds of $iters messages ($warmup warm-up${settle[*]:+, then ${settle[*]}}); builds: ${names[*]}"
 lat_port=18600
 for r in $(seq 1 "$rounds"); do
   lat_port=$((lat_port + 1))
@@ -43,7 +53,7 @@ for r in $(seq 1 "$rounds"); do
     run_out="$out/client-$name-round$r.out"
     # shellcheck disable=SC2086
     "$java_bin" -Xmx1g ${opts[$name]:-} -cp "$deps:${cls[$name]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" \
-      --port "${port[$name]}" --layer transport --mode "$mode" --size "$size" --iters "$iters" --warmup "$warmup" \
+      --port "${port[$name]}" --layer transport --mode "$mode" --size "$size" --iters "$iters" --warmup "$warmup" ${settles[$name]:-} \
       > "$run_out" 2>>"$out/client-$name.log" &
     client=$!
     waited=0
@@ -54,7 +64,8 @@ for r in $(seq 1 "$rounds"); do
       for s in "${names[@]}"; do jcmd "$(pgrep -f "server --bind $addr --port ${port[$s]}" | head -1)" Thread.print > "$out/server-$s-round$r.threads" 2>&1; done
     fi
     wait $client 2>/dev/null
-    echo "round $r $name $(grep '^RESULT' "$run_out" | tail -1) $(grep -o 'jit_ms=[0-9]*' "$run_out" | tail -1)"
+    echo "round $r $name $(grep '^RESULT' "$run_out" | tail -1) $(grep -o 'jit_ms=[0-9]*' "$run_out" | tail -1)" \
+      "$(grep -o 'settle_s=[0-9.]*' "$run_out" | tail -1)"
   done
 done
 kill $(jobs -p) 2>/dev/null

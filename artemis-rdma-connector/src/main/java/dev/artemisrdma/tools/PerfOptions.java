@@ -6,7 +6,10 @@ import java.util.Set;
 
 /** Command-line options of {@link RdmaPerf}, validated with messages that say what is wrong. */
 record PerfOptions(String command, String address, int port, String mode, int size, int iters, String layer,
-                   int warmup) {
+                   int warmup, int settle) {
+
+    /** The longest {@code --settle}: a warm-up that has not gone quiet by then measures the JIT anyway. */
+    static final int MAX_SETTLE_SECONDS = 600;
 
     static final Set<String> MODES = Set.of("lat", "bw");
     static final Set<String> LAYERS = Set.of("verbs", "transport");
@@ -25,7 +28,7 @@ record PerfOptions(String command, String address, int port, String mode, int si
         }
         String command = args[0];
         Set<String> allowed = command.equals("server") ? Set.of("bind", "port")
-                : Set.of("connect", "port", "mode", "size", "iters", "layer", "warmup");
+                : Set.of("connect", "port", "mode", "size", "iters", "layer", "warmup", "settle");
         for (String key : values.keySet()) {
             if (!allowed.contains(key)) {
                 throw new IllegalArgumentException("unknown option --" + key + " for " + command + " (valid: --"
@@ -58,7 +61,20 @@ record PerfOptions(String command, String address, int port, String mode, int si
             throw new IllegalArgumentException("--iters must be positive");
         }
         int warmup = intValue(values, "warmup", Math.min(iters, 2000));
-        return new PerfOptions(command, address, port, mode, size, iters, layer, warmup);
+        if (warmup < 0) {
+            throw new IllegalArgumentException("--warmup must be 0 or more");
+        }
+        // after the warm-up's count, go on until the JIT is quiet (at most this many seconds); the transport's
+        // ping-pong only: its server echoes whatever comes, where the others count what the hello announced
+        int settle = intValue(values, "settle", 0);
+        if (settle < 0 || settle > MAX_SETTLE_SECONDS) {
+            throw new IllegalArgumentException("--settle must be 0.." + MAX_SETTLE_SECONDS + " seconds");
+        }
+        if (settle > 0 && !(layer.equals("transport") && mode.equals("lat"))) {
+            throw new IllegalArgumentException("--settle applies to --layer transport --mode lat only (the other "
+                    + "servers count the messages the client announced)");
+        }
+        return new PerfOptions(command, address, port, mode, size, iters, layer, warmup, settle);
     }
 
     private static int intValue(Map<String, String> values, String key, int fallback) {

@@ -11,11 +11,14 @@ import java.net.InetSocketAddress;
  * <pre>
  * RdmaPerf server --bind ADDR --port PORT
  * RdmaPerf client --connect ADDR --port PORT --mode lat|bw --size BYTES --iters N --layer verbs|transport
+ *                [--warmup N] [--settle SECONDS]
  * </pre>
  *
  * The server listens for the verbs layer on PORT and for the transport layer on PORT+1. {@code --layer verbs}
  * measures the bare data path; {@code --layer transport} the whole protocol (framing, credits, completion loop),
- * so the difference is our own overhead. The client's last line of output is the RESULT line.
+ * so the difference is our own overhead. The client's last line of output is the RESULT line. {@code --settle}
+ * (transport ping-pong only) goes on warming up after the warm-up's count until the JIT is quiet, at most that long:
+ * the client prints {@code jit_ms} (compiling inside the measured window) either way.
  */
 public final class RdmaPerf {
 
@@ -30,7 +33,7 @@ public final class RdmaPerf {
             System.err.println("rdmaperf: " + e.getMessage());
             System.err.println("usage: RdmaPerf server --bind ADDR --port PORT");
             System.err.println("       RdmaPerf client --connect ADDR --port PORT --mode lat|bw --size BYTES "
-                    + "--iters N --layer verbs|transport");
+                    + "--iters N --layer verbs|transport [--warmup N] [--settle SECONDS]");
             System.exit(2);
             return;
         }
@@ -69,7 +72,7 @@ public final class RdmaPerf {
             }
             return TransportPerf.run(fabric, new PerfOptions(options.command(), options.address(),
                     options.port() + 1, options.mode(), options.size(), options.iters(), options.layer(),
-                    options.warmup()));
+                    options.warmup(), options.settle()));
         }
     }
 }

@@ -129,7 +129,7 @@ final class TransportPerf {
                         .putInt(options.size()).putInt((int) total);
                 channel.write(hello.flip(), true);
                 client.start(channel);
-                if (!client.done.await(Math.max(120, total / 500), TimeUnit.SECONDS)) {
+                if (!client.done.await(Math.max(120, total / 500) + options.settle(), TimeUnit.SECONDS)) {
                     throw new FabricException("timed out after " + client.completed + " of " + total
                             + " messages");
                 }
@@ -140,6 +140,9 @@ final class TransportPerf {
                 System.out.println("rdmaperf: loop stats " + LoopDelta.of(LoopStats.NONE, transport.loopStats()));
                 System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
                 System.out.println(JitTime.line(client.startJit, client.endJit));
+                if (client.settleLine() != null) {
+                    System.out.println(client.settleLine());
+                }
                 return client.result();
             } finally {
                 channel.close();
@@ -171,6 +174,11 @@ final class TransportPerf {
 
         abstract PerfResult result();
 
+        /** How the warm-up waited for the JIT; null where it does not ({@code --settle} is the ping-pong's). */
+        String settleLine() {
+            return null;
+        }
+
         void send(RdmaChannel channel, boolean flush) throws FabricException {
             SendBuffer buffer = channel.allocate(options.size());
             ByteBuffer b = buffer.buffer();
@@ -191,12 +199,19 @@ final class TransportPerf {
         }
     }
 
-    /** One frame out, the echo back, the next frame out from the echo's callback. */
+    /**
+     * One frame out, the echo back, the next frame out from the echo's callback. The measured window opens after
+     * the warm-up's count, and with {@code --settle} only once the JIT has gone quiet ({@link JitSettle}).
+     */
     private static final class PingPong extends Client {
+        private final JitSettle settle;
         private long previous;
+        /** Round trips completed when the measured window opened; -1 while warming up. */
+        private long measuredFrom = -1;
 
         PingPong(PerfOptions options) {
             super(options);
+            this.settle = new JitSettle(options.settle());
         }
 
         @Override
@@ -212,26 +227,34 @@ final class TransportPerf {
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             long now = System.nanoTime();
             long n = ++completed;
-            if (n == options.warmup()) {
-                startNanos = now;
-                startCpu = ProcessCpu.nanos();
-                startJit = JitTime.millis();
-            } else if (n > options.warmup()) {
+            if (measuredFrom < 0) {
+                if (n >= options.warmup() && settle.settled(now)) {
+                    measuredFrom = n;
+                    startNanos = now;
+                    startCpu = ProcessCpu.nanos();
+                    startJit = JitTime.millis();
+                }
+            } else {
                 histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
+                if (n - measuredFrom == options.iters()) {
+                    endNanos = now;
+                    endCpu = ProcessCpu.nanos();
+                    endJit = JitTime.millis();
+                    done.countDown();
+                    return;
+                }
             }
             previous = now;
-            if (n == total) {
-                endNanos = now;
-                endCpu = ProcessCpu.nanos();
-                endJit = JitTime.millis();
-                done.countDown();
-                return;
-            }
             try {
                 send(channel, true);
             } catch (FabricException e) {
                 fail(e.getMessage());
             }
+        }
+
+        @Override
+        String settleLine() {
+            return settle.line();
         }
 
         @Override

@@ -1,0 +1,69 @@
+package dev.artemisrdma.tools;
+
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Ends a warm-up when the JIT has gone quiet: at most {@link #QUIET_MILLIS} of compiling in the last second, or
+ * when the limit has passed. Under the lab's emulation a fresh client JVM's C2 compiled for up to 9 s of a 9 s
+ * measured window after an iteration-count warm-up (its compiler threads then take the CPUs the busy-polling ends
+ * need), while ib_send_lat, a C program, has nothing to compile. A broker runs for days: its steady state is what a
+ * latency comparison should measure, and {@link JitTime} shows what compiling is left in the window either way.
+ *
+ * <p>Not thread-safe: one client's completion-loop thread calls it.
+ */
+final class JitSettle {
+
+    /** Compiling in one second that counts as quiet: 1 % of one compiler thread. */
+    static final long QUIET_MILLIS = 10;
+    private static final long WINDOW_NANOS = TimeUnit.SECONDS.toNanos(1);
+
+    private final long limitNanos;
+    private long began = -1;
+    private long windowStart;
+    private long windowJit;
+    private boolean timedOut;
+    private long waitedNanos;
+
+    /** {@code limitSeconds}: how long the warm-up may go on for the JIT; 0 ends it at once (no settling). */
+    JitSettle(int limitSeconds) {
+        this.limitNanos = TimeUnit.SECONDS.toNanos(limitSeconds);
+    }
+
+    /** Called as the warm-up goes on, once its count is reached: true when measuring may start. */
+    boolean settled(long now) {
+        if (limitNanos == 0) {
+            return true;
+        }
+        if (began < 0) {
+            began = now;
+            windowStart = now;
+            windowJit = JitTime.millis();
+            return windowJit < 0; // a JVM that does not tell: nothing to wait for
+        }
+        if (now - windowStart < WINDOW_NANOS) {
+            return false;
+        }
+        waitedNanos = now - began;
+        if (waitedNanos > limitNanos) {
+            timedOut = true;
+            return true;
+        }
+        long jit = JitTime.millis();
+        if (jit - windowJit <= QUIET_MILLIS) {
+            return true;
+        }
+        windowStart = now;
+        windowJit = jit;
+        return false;
+    }
+
+    /** The line the client prints: how long the warm-up waited for the JIT, and whether it went quiet. */
+    String line() {
+        if (limitNanos == 0) {
+            return "rdmaperf: settle=off";
+        }
+        return String.format(Locale.ROOT, "rdmaperf: settle_s=%.1f (%s)", waitedNanos / 1e9,
+                timedOut ? "the JIT was still compiling at the limit" : "the JIT went quiet");
+    }
+}
