@@ -4,8 +4,9 @@ import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Ends a warm-up when the JIT has gone quiet: at most {@link #QUIET_MILLIS} of compiling in the last second, or
- * when the limit has passed. Under the lab's emulation a fresh client JVM's C2 compiled for up to 9 s of a 9 s
+ * Ends a warm-up when the JIT has gone quiet: at most {@link #QUIET_MILLIS} of compiling in each of
+ * {@link #QUIET_WINDOWS} seconds in a row (C2 compiles in bursts: one quiet second was followed by 0.5-1.5 s of
+ * compiling in the lab), or when the limit has passed. Under the lab's emulation a fresh client JVM's C2 compiled for up to 9 s of a 9 s
  * measured window after an iteration-count warm-up (its compiler threads then take the CPUs the busy-polling ends
  * need), while ib_send_lat, a C program, has nothing to compile. A broker runs for days: its steady state is what a
  * latency comparison should measure, and {@link JitTime} shows what compiling is left in the window either way.
@@ -16,12 +17,15 @@ final class JitSettle {
 
     /** Compiling in one second that counts as quiet: 1 % of one compiler thread. */
     static final long QUIET_MILLIS = 10;
+    /** Quiet seconds in a row that end the warm-up. */
+    static final int QUIET_WINDOWS = 3;
     private static final long WINDOW_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private final long limitNanos;
     private long began = -1;
     private long windowStart;
     private long windowJit;
+    private int quietWindows;
     private boolean timedOut;
     private long waitedNanos;
 
@@ -50,12 +54,10 @@ final class JitSettle {
             return true;
         }
         long jit = JitTime.millis();
-        if (jit - windowJit <= QUIET_MILLIS) {
-            return true;
-        }
+        quietWindows = jit - windowJit <= QUIET_MILLIS ? quietWindows + 1 : 0;
         windowStart = now;
         windowJit = jit;
-        return false;
+        return quietWindows >= QUIET_WINDOWS;
     }
 
     /** The line the client prints: how long the warm-up waited for the JIT, and whether it went quiet. */

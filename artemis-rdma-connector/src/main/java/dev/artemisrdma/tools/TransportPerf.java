@@ -227,15 +227,17 @@ final class TransportPerf {
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             long now = System.nanoTime();
             long n = ++completed;
+            // the warm-up records too (and is reset away), so the window runs no code the warm-up did not compile
+            histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             if (measuredFrom < 0) {
                 if (n >= options.warmup() && settle.settled(now)) {
                     measuredFrom = n;
+                    histogram.reset();
                     startNanos = now;
                     startCpu = ProcessCpu.nanos();
                     startJit = JitTime.millis();
                 }
             } else {
-                histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
                 if (n - measuredFrom == options.iters()) {
                     endNanos = now;
                     endCpu = ProcessCpu.nanos();

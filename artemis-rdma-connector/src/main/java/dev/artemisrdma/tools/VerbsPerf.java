@@ -237,12 +237,13 @@ final class VerbsPerf {
                 }
             }
             long now = System.nanoTime();
+            // the warm-up records too (and is reset away), so the window runs no code the warm-up did not compile
+            histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             if (i == options.warmup()) {
+                histogram.reset();
                 start = now;
                 startCpu = ProcessCpu.nanos();
                 startJit = JitTime.millis();
-            } else if (i > options.warmup()) {
-                histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
             }
             previous = now;
         }

@@ -23,13 +23,15 @@ class JitSettleTest {
     }
 
     @Test
-    void noVerdictBeforeAWholeSecondOfLooking() {
+    void noVerdictBeforeThreeSecondsOfLooking() {
         JitSettle settle = new JitSettle(3);
         long t0 = 1_000 * SECOND;
         assertTrue(JitTime.millis() >= 0, "this JVM does not report compilation time");
         assertFalse(settle.settled(t0), "the first look opens a window");
         assertFalse(settle.settled(t0 + SECOND / 2), "half a second says nothing yet");
         assertFalse(settle.settled(t0 + SECOND - 1), "nor does a hair under a second");
+        assertFalse(settle.settled(t0 + SECOND), "one quiet second is not enough: C2 compiles in bursts");
+        assertFalse(settle.settled(t0 + 2 * SECOND), "nor are two");
     }
 
     @Test
