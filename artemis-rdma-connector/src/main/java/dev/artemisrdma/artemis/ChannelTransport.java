@@ -37,6 +37,11 @@ interface ChannelTransport extends AutoCloseable {
         return 0;
     }
 
+    /** Recalls the shared pools made (monitoring). */
+    default long sharedReceiveRecalls() {
+        return 0;
+    }
+
     /** Shared receive pools in service (monitoring). */
     default int sharedReceivePools() {
         return 0;

@@ -155,6 +155,11 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
     }
 
     @Override
+    public long getSharedReceiveRecalls() {
+        return ofTransport(ChannelTransport::sharedReceiveRecalls);
+    }
+
+    @Override
     public long getLoopSpinBudgetExhausted() {
         return loopStats().budgetExhaustedPeriods();
     }

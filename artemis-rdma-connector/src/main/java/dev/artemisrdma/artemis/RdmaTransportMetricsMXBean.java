@@ -68,6 +68,13 @@ public interface RdmaTransportMetricsMXBean {
      */
     long getSharedReceiveCreditsRecalled();
 
+    /**
+     * Recalls the shared receive pools of that transport made: each asked the connections whose window had grown to
+     * give back their surplus. Recalls that keep rising while the credits recalled do not mean busy connections keep
+     * their windows: the pools are too small for the load (raise sharedReceiveSlots).
+     */
+    long getSharedReceiveRecalls();
+
     // The completion loops of the transport these connections use (shared per settings, like the send pool).
 
     /** Completion loops (threads) made so far. */

@@ -59,6 +59,11 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
+    public long sharedReceiveRecalls() {
+        return transport.sharedReceiveRecalls();
+    }
+
+    @Override
     public LoopStats loopStats() {
         return transport.loopStats();
     }

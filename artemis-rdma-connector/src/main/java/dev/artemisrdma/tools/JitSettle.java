@@ -4,18 +4,19 @@ import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Ends a warm-up when the JIT has gone quiet: at most {@link #QUIET_MILLIS} of compiling in each of
- * {@link #QUIET_WINDOWS} seconds in a row (C2 compiles in bursts: one quiet second was followed by 0.5-1.5 s of
- * compiling in the lab), or when the limit has passed. Under the lab's emulation a fresh client JVM's C2 compiled for up to 9 s of a 9 s
- * measured window after an iteration-count warm-up (its compiler threads then take the CPUs the busy-polling ends
- * need), while ib_send_lat, a C program, has nothing to compile. A broker runs for days: its steady state is what a
- * latency comparison should measure, and {@link JitTime} shows what compiling is left in the window either way.
+ * Ends a warm-up when the JIT has gone quiet: at most {@link #QUIET_MILLIS} of compiler-thread CPU in each of
+ * {@link #QUIET_WINDOWS} seconds in a row, or when the limit has passed. Under the lab's emulation a fresh client
+ * JVM's C2 compiled for 9.1 s (finished compilations, all compiler threads) inside an 8.8 s measured window after an
+ * iteration-count warm-up, its compiler threads taking the CPUs the busy-polling ends need; and one quiet second by
+ * the JVM's own count was followed by 0.5-1.5 s more, since a compilation counts there only when it ends. ib_send_lat,
+ * a C program, has nothing to compile. A broker runs for days: its steady state is what a latency comparison should
+ * measure, and {@link JitTime} shows what compiling is left in the window either way.
  *
  * <p>Not thread-safe: one client's completion-loop thread calls it.
  */
 final class JitSettle {
 
-    /** Compiling in one second that counts as quiet: 1 % of one compiler thread. */
+    /** Compiling in one second that counts as quiet: one clock tick of the compiler threads' CPU (1 %). */
     static final long QUIET_MILLIS = 10;
     /** Quiet seconds in a row that end the warm-up. */
     static final int QUIET_WINDOWS = 3;
@@ -54,6 +55,7 @@ final class JitSettle {
             return true;
         }
         long jit = JitTime.millis();
+        // a compiler thread that exited takes its CPU along: a fall is no compiling either
         quietWindows = jit - windowJit <= QUIET_MILLIS ? quietWindows + 1 : 0;
         windowStart = now;
         windowJit = jit;

@@ -233,9 +233,10 @@ final class TransportPerf {
                 if (n >= options.warmup() && settle.settled(now)) {
                     measuredFrom = n;
                     histogram.reset();
-                    startNanos = now;
                     startCpu = ProcessCpu.nanos();
                     startJit = JitTime.millis();
+                    now = System.nanoTime(); // reading /proc is no part of the first measured round trip
+                    startNanos = now;
                 }
             } else {
                 if (n - measuredFrom == options.iters()) {

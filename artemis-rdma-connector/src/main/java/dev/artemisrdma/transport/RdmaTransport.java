@@ -463,11 +463,25 @@ public final class RdmaTransport implements AutoCloseable {
      * transport started (pools of loops taken out of service included), for monitoring.
      */
     public long sharedReceiveCreditsRecalled() {
+        return sumOverEveryPool(p -> p.creditsReleased);
+    }
+
+    /**
+     * Recalls the shared pools made, since the transport started (pools of loops taken out of service included), for
+     * monitoring: each asked every connection whose window had grown to give back what it holds beyond the minimum.
+     * Recalls that go on while {@link #sharedReceiveCreditsRecalled} stays put mean busy connections keep their
+     * windows: the pools are too small for the load.
+     */
+    public long sharedReceiveRecalls() {
+        return sumOverEveryPool(p -> p.recalls);
+    }
+
+    private long sumOverEveryPool(java.util.function.ToLongFunction<SharedReceivePool> counter) {
         long sum = 0;
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.allLoops) {
                 SharedReceivePool p = loop.sharedPool();
-                sum += p == null ? 0 : p.creditsReleased;
+                sum += p == null ? 0 : counter.applyAsLong(p);
             }
         }
         return sum;

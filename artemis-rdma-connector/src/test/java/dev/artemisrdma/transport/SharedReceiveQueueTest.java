@@ -261,6 +261,9 @@ class SharedReceiveQueueTest {
             assertTrue(pool.recalls >= 1, pool.toString());
             // A gave back what it held beyond the minimum (less what was still on its way back to it)
             assertTrue(pool.creditsReleased >= 8, "credits A gave back: " + pool.creditsReleased);
+            // what operators see (artemis.rdma.shared.receive.recalls and .credits.recalled)
+            assertEquals(pool.recalls, server.sharedReceiveRecalls());
+            assertEquals(pool.creditsReleased, server.sharedReceiveCreditsRecalled());
             assertEquals(3 * TransportConfig.SHARED_MIN_CREDITS, pool.committed(), "A back at the minimum: " + pool);
 
             // A streams again: its window grows back as far as the pool allows, and nothing meets an empty queue

@@ -140,10 +140,12 @@ class SharedReceiveQueueLabTest {
             RdmaChannel c = clientTransport.connect(server.localAddress(), new Quiet());
             long admittedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
             long recalled = serverTransport.sharedReceiveCreditsRecalled();
+            long recalls = serverTransport.sharedReceiveRecalls();
             System.out.printf("SRQ lab (recall): C admitted at its first attempt after %d ms; the listener refused %d "
-                    + "connection requests; credits given back to the pool: %d%n", admittedMillis,
-                    server.stats().refused(), recalled);
+                    + "connection requests; recalls %d, credits given back to the pool: %d%n", admittedMillis,
+                    server.stats().refused(), recalls, recalled);
             assertTrue(recalled >= 8, "A gave back what its window had grown by: " + recalled);
+            assertTrue(recalls >= 1, "the pool recalled: " + recalls);
             c.write(ByteBuffer.allocate(4).putInt(0, 2), true);
 
             writeFrames(a, 0, 2000, 4000); // A grows again as far as the pool allows
