@@ -200,25 +200,33 @@ final class TransportPerf {
     }
 
     /**
-     * One frame out, the echo back, the next frame out from the echo's callback. The measured window opens after
-     * the warm-up's count, and with {@code --settle} only once the JIT has gone quiet ({@link JitSettle}).
+     * One frame out, the echo back, the next frame out from the echo's callback. The round trips run in windows,
+     * every one the same code: the first is the warm-up's count; each one's end opens the next, {@code iters} long,
+     * which is measured once the warm-up is done (with {@code --settle}: once a whole window went by with the JIT
+     * quiet, {@link JitSettle}); until then it is a rehearsal whose figures are reset away. So the measured window runs
+     * nothing the JIT has not seen: a branch taken for the first time when measuring began made C2 throw its compiled
+     * code away and compile again inside the window (up to 1.9 s of compiler CPU in it, after a quiet warm-up).
      */
     private static final class PingPong extends Client {
         private final JitSettle settle;
         private long previous;
-        /** Round trips completed when the measured window opened; -1 while warming up. */
-        private long measuredFrom = -1;
+        /** The round trip that ends the current window. */
+        private long windowEnd;
+        /** Whether the current window is the measured one. */
+        private boolean measuring;
 
         PingPong(PerfOptions options) {
             super(options);
             this.settle = new JitSettle(options.settle());
+            this.windowEnd = Math.max(1, options.warmup());
         }
 
         @Override
         void start(RdmaChannel channel) throws FabricException {
-            previous = System.nanoTime();
             startCpu = ProcessCpu.nanos();
             startJit = JitTime.millis();
+            previous = System.nanoTime();
+            startNanos = previous;
             send(channel, true);
         }
 
@@ -227,25 +235,23 @@ final class TransportPerf {
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             long now = System.nanoTime();
             long n = ++completed;
-            // the warm-up records too (and is reset away), so the window runs no code the warm-up did not compile
             histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
-            if (measuredFrom < 0) {
-                if (n >= options.warmup() && settle.settled(now)) {
-                    measuredFrom = n;
-                    histogram.reset();
-                    startCpu = ProcessCpu.nanos();
-                    startJit = JitTime.millis();
-                    now = System.nanoTime(); // reading /proc is no part of the first measured round trip
-                    startNanos = now;
-                }
-            } else {
-                if (n - measuredFrom == options.iters()) {
-                    endNanos = now;
-                    endCpu = ProcessCpu.nanos();
-                    endJit = JitTime.millis();
+            if (n == windowEnd) {
+                endNanos = now;
+                endCpu = ProcessCpu.nanos();
+                endJit = JitTime.millis();
+                if (measuring) {
                     done.countDown();
                     return;
                 }
+                // the next window: measured once the warm-up is done, else one more rehearsal
+                measuring = settle.settled(startNanos, startJit, endNanos, endJit);
+                histogram.reset();
+                startCpu = endCpu;
+                startJit = endJit;
+                now = System.nanoTime(); // reading /proc is no part of the window's first round trip
+                startNanos = now;
+                windowEnd = n + options.iters();
             }
             previous = now;
             try {
