@@ -77,10 +77,14 @@ rdmaperf() {
     --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" "${extra[@]}" 2>>"$out/rdmaperf-client.log")"
   ticks_after="$(proc_ticks $server)"
   echo "$all" >> "$out/rdmaperf-client.out" # everything it printed, transport statistics included
+  # the server's messages: warm-up and measured, and the rehearsals of a settling ping-pong when the client says so
+  local served=$(($4 + w)) in_all
+  in_all="$(echo "$all" | grep -o 'messages_in_all=[0-9]*' | tail -1 | cut -d= -f2)"
+  if [ -n "$in_all" ]; then served=$in_all; fi
   echo "$(echo "$all" | grep '^RESULT' | tail -1) $(echo "$all" | grep -o 'min_us=[0-9.]*' | tail -1)" \
     "$(echo "$all" | grep -o 'cpu_us_per_msg=[0-9.]*' | tail -1)" \
     "$(echo "$all" | grep -o 'jit_ms=[0-9]*' | tail -1)" \
-    "$(awk -v t=$((ticks_after - ticks_before)) -v hz="$clk_tck" -v n=$(($4 + w)) \
+    "$(awk -v t=$((ticks_after - ticks_before)) -v hz="$clk_tck" -v n="$served" \
       'BEGIN {printf "server_cpu_us_per_msg=%.3f", t * 1e6 / hz / n}')"
 }
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
