@@ -11,6 +11,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.ToLongFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -476,7 +477,7 @@ public final class RdmaTransport implements AutoCloseable {
         return sumOverEveryPool(p -> p.recalls);
     }
 
-    private long sumOverEveryPool(java.util.function.ToLongFunction<SharedReceivePool> counter) {
+    private long sumOverEveryPool(ToLongFunction<SharedReceivePool> counter) {
         long sum = 0;
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.allLoops) {
