@@ -6,6 +6,7 @@ import java.lang.management.ManagementFactory;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 
 /**
@@ -22,7 +23,6 @@ final class JitTime {
 
     private static final Path TASKS = Path.of("/proc/self/task");
     private static final Pattern COMPILER_THREAD = Pattern.compile("C\\d CompilerThre.*");
-    private static final long MILLIS_PER_TICK = 10; // USER_HZ is 100 on Linux
     private static final CompilationMXBean COMPILER = ManagementFactory.getCompilationMXBean();
 
     private JitTime() {
@@ -60,13 +60,12 @@ final class JitTime {
                 if (open < 0 || close < open || !COMPILER_THREAD.matcher(stat.substring(open + 1, close)).matches()) {
                     continue;
                 }
-                String[] fields = stat.substring(close + 2).split(" ");
-                ticks += Long.parseLong(fields[11]) + Long.parseLong(fields[12]); // utime, stime
+                ticks += ProcessCpu.cpuTicks(stat);
             }
         } catch (IOException | RuntimeException e) {
             return -1;
         }
-        return ticks * MILLIS_PER_TICK;
+        return TimeUnit.NANOSECONDS.toMillis(ticks * ProcessCpu.NANOS_PER_TICK);
     }
 
     /** The line the client prints next to its RESULT line. */

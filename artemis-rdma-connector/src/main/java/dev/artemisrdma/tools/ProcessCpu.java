@@ -13,7 +13,8 @@ import java.util.Locale;
 final class ProcessCpu {
 
     private static final Path STAT = Path.of("/proc/self/stat");
-    private static final long NANOS_PER_TICK = 10_000_000L;
+    /** One clock tick of /proc's CPU times: USER_HZ is 100 on Linux. */
+    static final long NANOS_PER_TICK = 10_000_000L;
 
     private ProcessCpu() {
     }
@@ -21,13 +22,21 @@ final class ProcessCpu {
     /** User plus system CPU time of this process in nanoseconds; -1 where /proc cannot tell (not Linux). */
     static long nanos() {
         try {
-            String stat = Files.readString(STAT);
-            // the command name (2nd field) may hold spaces and parentheses: count fields after its closing ')'
-            String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-            return (Long.parseLong(fields[11]) + Long.parseLong(fields[12])) * NANOS_PER_TICK; // utime, stime
+            return cpuTicks(Files.readString(STAT)) * NANOS_PER_TICK;
         } catch (IOException | RuntimeException e) {
             return -1;
         }
+    }
+
+    /**
+     * User plus system clock ticks from the text of a {@code stat} file of /proc (a process's or a thread's).
+     *
+     * @throws RuntimeException when the text is not such a file's
+     */
+    static long cpuTicks(String stat) {
+        // the command name (2nd field) may hold spaces and parentheses: count fields after its closing ')'
+        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return Long.parseLong(fields[11]) + Long.parseLong(fields[12]); // utime, stime
     }
 
     /** The line the client prints next to its RESULT line: CPU of this process per measured message. */
