@@ -1173,8 +1173,9 @@ final class RdmaChannelImpl implements RdmaChannel {
             // credit to do so). Disconnecting at once made the peer read a lost connection instead of a close. A
             // peer that said goodbye itself needs none from us: with no credit left (the send that spent the last
             // one was signaled, so the ring still drains) we disconnect.
-            boolean peerSaidGoodbye = receive.remoteClosing() && send.credits().sendCredits() == 0;
-            if ((goodbyeSent || peerSaidGoodbye) && send.ringOutstanding() == 0 && state == ChannelState.CLOSING) {
+            boolean peerClosedAndNoCredit = receive.remoteClosing() && send.credits().sendCredits() == 0;
+            if ((goodbyeSent || peerClosedAndNoCredit) && send.ringOutstanding() == 0
+                    && state == ChannelState.CLOSING) {
                 beginDisconnectLocked(null);
             }
         }
