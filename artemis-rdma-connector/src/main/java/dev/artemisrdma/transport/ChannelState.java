@@ -13,6 +13,7 @@ package dev.artemisrdma.transport;
  *      +-- connect/accept aborted --&gt; RELEASING --(loop thread)--&gt; CLOSED &lt;--(loop thread)-- DRAINING
  *      +-- aborted before any completion loop slot was taken ----&gt; CLOSED
  * </pre>
+ * "established" is rdma_cm's event, or on the passive side the peer's first frame if that comes first.
  * A connect or accept that fails while its channel is already draining cuts the drain short: the queue pair is
  * destroyed at once and DRAINING moves to RELEASING.
  */

@@ -12,7 +12,8 @@ import org.slf4j.LoggerFactory;
  * The deadline of one accepted connection's handshake. An accepted queue pair, its memory and its completion queue
  * entries exist before the peer completes the handshake (rdma_cm's RTU); a peer that never completes it would hold
  * them for as long as rdma_cm keeps retrying, or for ever. Past {@code handshakeTimeout} the channel is torn down.
- * Whichever comes first, the established event or the deadline, wins; the other does nothing.
+ * Whichever comes first, the established event (or the peer's first frame, which opens the channel before it) or
+ * the deadline, wins; the other does nothing.
  */
 final class HandshakeDeadline implements QueuePairEvents {
 
@@ -55,9 +56,10 @@ final class HandshakeDeadline implements QueuePairEvents {
         if (!pending.compareAndSet(true, false)) {
             return;
         }
-        if (channel.state().tearingDown()) {
-            // already failing for a reason of its own (a peer may send before the passive side hears ESTABLISHED,
-            // and a protocol error then disconnects it first): its teardown goes on, with that reason
+        if (channel.state() != ChannelState.CONNECTING) {
+            // opened by the peer's first frame before rdma_cm's ESTABLISHED event (the peer completed the
+            // handshake, as far as we need), or already failing for a reason of its own (a protocol error in such
+            // a frame): its teardown goes on, with that reason
             return;
         }
         try {

@@ -112,6 +112,8 @@ public final class FakeFabric implements Fabric {
     private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     private volatile boolean receivesPolledBeforeDestroy;
     private volatile boolean stallHandshakes;
+    private volatile boolean holdPassiveEstablished;
+    private final List<Runnable> heldEstablished = new ArrayList<>();
     private volatile boolean noImmediateData;
     private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
@@ -269,19 +271,39 @@ public final class FakeFabric implements Fabric {
     }
 
     /**
-     * While on, connecting peers never complete the handshake (no RTU, as a hostile or vanished peer): accepts
-     * create and prepare the passive queue pair and return, but it is never established and the connecting side
-     * waits until its timeout.
-     */
-    /**
      * The fabric's devices are iWARP-like (siw): SEND_WITH_IMM is an invalid opcode, a violation that fails the post.
      */
     public void withoutImmediateData() {
         noImmediateData = true;
     }
 
+    /**
+     * While on, connecting peers never complete the handshake (no RTU, as a hostile or vanished peer): accepts
+     * create and prepare the passive queue pair and return, but it is never established and the connecting side
+     * waits until its timeout.
+     */
     public void stallHandshakes(boolean on) {
         stallHandshakes = on;
+    }
+
+    /**
+     * While on, the passive side's ESTABLISHED events wait until {@link #deliverHeldEstablished}: the connecting
+     * side's connect has returned and its queue pair (and the passive one, as rdma_accept leaves it) is ready to
+     * send, but the passive side has not heard it yet, as when rdma_cm's RTU is slow or lost.
+     */
+    public void holdPassiveEstablished(boolean on) {
+        holdPassiveEstablished = on;
+    }
+
+    /** Delivers the ESTABLISHED events held since {@link #holdPassiveEstablished}; returns how many there were. */
+    public int deliverHeldEstablished() {
+        List<Runnable> held;
+        synchronized (heldEstablished) {
+            held = new ArrayList<>(heldEstablished);
+            heldEstablished.clear();
+        }
+        held.forEach(cm::execute);
+        return held.size();
     }
 
     /**
@@ -1617,7 +1639,14 @@ public final class FakeFabric implements Fabric {
             } finally {
                 lock.unlock();
             }
-            cm.execute(() -> events.established(pqp));
+            Runnable established = () -> events.established(pqp);
+            if (holdPassiveEstablished) {
+                synchronized (heldEstablished) {
+                    heldEstablished.add(established);
+                }
+            } else {
+                cm.execute(established);
+            }
             return pqp;
         }
 
