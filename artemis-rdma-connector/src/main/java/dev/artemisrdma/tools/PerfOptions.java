@@ -10,6 +10,8 @@ record PerfOptions(String command, String address, int port, String mode, int si
 
     /** The longest {@code --settle}: a warm-up that has not gone quiet by then measures the JIT anyway. */
     static final int MAX_SETTLE_SECONDS = 600;
+    /** The largest {@code --size}: one frame's bytes. */
+    static final int MAX_SIZE = 16 << 20;
 
     static final Set<String> MODES = Set.of("lat", "bw");
     static final Set<String> LAYERS = Set.of("verbs", "transport");
@@ -54,8 +56,9 @@ record PerfOptions(String command, String address, int port, String mode, int si
         }
         int size = intValue(values, "size", 64);
         int iters = intValue(values, "iters", 10000);
-        if (size < 1 || size > (16 << 20)) {
-            throw new IllegalArgumentException("--size must be 1..16777216 bytes");
+        // at least 1: a settled stream marks the last frame of each window in its first byte (StreamAcks)
+        if (size < 1 || size > MAX_SIZE) {
+            throw new IllegalArgumentException("--size must be 1.." + MAX_SIZE + " bytes");
         }
         if (iters < 1) {
             throw new IllegalArgumentException("--iters must be positive");
@@ -64,15 +67,16 @@ record PerfOptions(String command, String address, int port, String mode, int si
         if (warmup < 0) {
             throw new IllegalArgumentException("--warmup must be 0 or more");
         }
-        // after the warm-up's count, go on until the JIT is quiet (at most this many seconds); the transport's
-        // ping-pong only: its server echoes whatever comes, where the others count what the hello announced
+        // after the warm-up's count, go on in rehearsal windows until the JIT is quiet (at most this many seconds);
+        // the transport layer only: its server echoes whatever comes (lat) or acknowledges the frames the client
+        // marks as the last of a window (bw), where the verbs layer's server counts what the hello announced
         int settle = intValue(values, "settle", 0);
         if (settle < 0 || settle > MAX_SETTLE_SECONDS) {
             throw new IllegalArgumentException("--settle must be 0.." + MAX_SETTLE_SECONDS + " seconds");
         }
-        if (settle > 0 && !(layer.equals("transport") && mode.equals("lat"))) {
-            throw new IllegalArgumentException("--settle applies to --layer transport --mode lat only (the other "
-                    + "servers count the messages the client announced)");
+        if (settle > 0 && !layer.equals("transport")) {
+            throw new IllegalArgumentException("--settle applies to --layer transport only (the verbs layer's "
+                    + "server counts the messages the client announced, so it cannot run rehearsal windows)");
         }
         return new PerfOptions(command, address, port, mode, size, iters, layer, warmup, settle);
     }

@@ -17,8 +17,9 @@ import java.net.InetSocketAddress;
  * The server listens for the verbs layer on PORT and for the transport layer on PORT+1. {@code --layer verbs}
  * measures the bare data path; {@code --layer transport} the whole protocol (framing, credits, completion loop),
  * so the difference is our own overhead. The client's last line of output is the RESULT line. {@code --settle}
- * (transport ping-pong only) goes on warming up after the warm-up's count until the JIT is quiet, at most that long:
- * the client prints {@code jit_ms} (compiling inside the measured window) either way.
+ * (transport layer only, ping-pong and stream) goes on warming up after the warm-up's count, in rehearsal windows of
+ * {@code --iters} messages, until the JIT is quiet, at most that long: the client prints {@code jit_ms} (compiling
+ * inside the measured window) either way, and a transport client {@code settle_s=...} or {@code settle=off}.
  */
 public final class RdmaPerf {
 

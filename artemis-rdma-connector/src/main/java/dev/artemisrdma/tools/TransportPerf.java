@@ -25,12 +25,11 @@ import java.util.concurrent.atomic.AtomicReference;
  * the send queue and the completion loop. Work is driven from the loop's callbacks (the next ping is written from
  * the handler that received the pong), as an event-driven application would.
  *
- * <p>The first frame of a connection says what follows: magic, mode, size, count.
+ * <p>The first frame of a connection says what follows: magic, mode, size, count ({@link TransportHello}). With
+ * {@code --settle} both modes warm up in rehearsal windows until the JIT is quiet: the ping-pong's server echoes
+ * whatever comes; a settled stream's server acknowledges each window's last frame, which the client marks.
  */
 final class TransportPerf {
-
-    private static final int MAGIC = 0x54505246; // "TPRF"
-    private static final int HELLO = 13;
 
     private TransportPerf() {
     }
@@ -64,14 +63,14 @@ final class TransportPerf {
         };
     }
 
-    /** Echoes every frame (lat) or counts them and acknowledges the last (bw). */
+    /** Echoes every frame (lat) or counts them and acknowledges as {@link StreamAcks} says (bw). */
     private static final class ServerHandler implements ChannelHandler {
         private final RdmaTransport transport;
         /** The server's loop statistics when this connection opened: what it cost is the difference at close. */
         private final LoopStats loopsAtOpen;
         private boolean helloSeen;
         private boolean latency;
-        private long expected;
+        private StreamAcks acks;
         private long received;
 
         ServerHandler(RdmaTransport transport) {
@@ -83,14 +82,14 @@ final class TransportPerf {
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             try {
                 if (!helloSeen) {
-                    if (frame.remaining() != HELLO || frame.getInt() != MAGIC) {
+                    TransportHello hello = TransportHello.read(frame);
+                    if (hello == null) {
                         System.err.println("rdmaperf: " + channel.remoteAddress() + " is not an RdmaPerf client");
                         channel.forceClose();
                         return;
                     }
-                    latency = frame.get() == 0;
-                    frame.getInt(); // size: frames say it themselves
-                    expected = frame.getInt() & 0xffffffffL;
+                    latency = hello.latency(); // the size is the frames' own
+                    acks = new StreamAcks(hello);
                     helloSeen = true;
                     return;
                 }
@@ -99,7 +98,7 @@ final class TransportPerf {
                     SendBuffer reply = channel.allocate(frame.remaining());
                     reply.buffer().put(frame);
                     channel.write(reply, true);
-                } else if (received == expected) {
+                } else if (acks.acknowledges(frame, received)) {
                     channel.write(ByteBuffer.wrap(new byte[] {1}), true);
                 }
             } catch (FabricException e) {
@@ -121,13 +120,15 @@ final class TransportPerf {
         boolean latency = options.mode().equals("lat");
         long total = (long) options.warmup() + options.iters();
         try (RdmaTransport transport = RdmaTransport.create(fabric, config())) {
-            Client client = latency ? new PingPong(options) : new Stream(options);
+            boolean settledStream = !latency && options.settle() > 0;
+            Client client = latency ? new PingPong(options)
+                    : settledStream ? new SettledStream(options) : new Stream(options);
             RdmaChannel channel = transport.connect(new InetSocketAddress(options.address(), options.port()),
                     client);
             try {
-                ByteBuffer hello = ByteBuffer.allocate(HELLO).putInt(MAGIC).put((byte) (latency ? 0 : 1))
-                        .putInt(options.size()).putInt((int) total);
-                channel.write(hello.flip(), true);
+                // a settled stream's count is not known in advance: its server acknowledges the marked frames
+                channel.write(new TransportHello(latency, options.size(),
+                        settledStream ? TransportHello.UNTIL_CLOSE : total).encode(), true);
                 client.start(channel);
                 if (!client.done.await(Math.max(120, total / 500) + options.settle(), TimeUnit.SECONDS)) {
                     throw new FabricException("timed out after " + client.completed + " of " + total
@@ -140,9 +141,7 @@ final class TransportPerf {
                 System.out.println("rdmaperf: loop stats " + LoopDelta.of(LoopStats.NONE, transport.loopStats()));
                 System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
                 System.out.println(JitTime.line(client.startJit, client.endJit));
-                if (client.settleLine() != null) {
-                    System.out.println(client.settleLine());
-                }
+                System.out.println(client.settle.line());
                 // the warm-up, any rehearsals and the window: what the server handled for this client
                 System.out.println("rdmaperf: messages_in_all=" + client.completed);
                 return client.result();
@@ -156,6 +155,8 @@ final class TransportPerf {
     private abstract static class Client implements ChannelHandler {
         final PerfOptions options;
         final long total;
+        /** When the warm-up is done; off (its count alone) without {@code --settle}. */
+        final JitSettle settle;
         final Histogram histogram = new Histogram(3_600_000_000L, 3);
         final CountDownLatch done = new CountDownLatch(1);
         final AtomicReference<String> failure = new AtomicReference<>();
@@ -170,16 +171,12 @@ final class TransportPerf {
         Client(PerfOptions options) {
             this.options = options;
             this.total = (long) options.warmup() + options.iters();
+            this.settle = new JitSettle(options.settle());
         }
 
         abstract void start(RdmaChannel channel) throws FabricException;
 
         abstract PerfResult result();
-
-        /** How the warm-up waited for the JIT; null where it does not ({@code --settle} is the ping-pong's). */
-        String settleLine() {
-            return null;
-        }
 
         void send(RdmaChannel channel, boolean flush) throws FabricException {
             SendBuffer buffer = channel.allocate(options.size());
@@ -193,9 +190,10 @@ final class TransportPerf {
             done.countDown();
         }
 
+        /** A close before the run is done fails it: with rehearsal windows a run can close past {@code total}. */
         @Override
         public void onClosed(RdmaChannel channel, FabricException cause) {
-            if (completed < total) {
+            if (done.getCount() > 0) {
                 fail("channel closed after " + completed + " messages: " + (cause == null ? "closed" : cause));
             }
         }
@@ -210,7 +208,6 @@ final class TransportPerf {
      * code away and compile again inside the window (up to 1.9 s of compiler CPU in it, after a quiet warm-up).
      */
     private static final class PingPong extends Client {
-        private final JitSettle settle;
         private long previous;
         /** The round trip that ends the current window. */
         private long windowEnd;
@@ -219,7 +216,6 @@ final class TransportPerf {
 
         PingPong(PerfOptions options) {
             super(options);
-            this.settle = new JitSettle(options.settle());
             this.windowEnd = Math.max(1, options.warmup());
         }
 
@@ -264,21 +260,47 @@ final class TransportPerf {
         }
 
         @Override
-        String settleLine() {
-            return settle.line();
-        }
-
-        @Override
         PerfResult result() {
             return PerfResult.of("transport", "lat", options.size(), options.iters(), histogram,
                     endNanos - startNanos, options.iters());
         }
     }
 
+    /** What both streams share: writes resume when the channel is writable again; the result from the histogram. */
+    private abstract static class Streaming extends Client {
+        /** Frames written so far, every window's. */
+        long written;
+        /** When the current batch of 1024 frames began: the histogram holds each batch's mean per frame. */
+        long batchStart;
+
+        Streaming(PerfOptions options) {
+            super(options);
+        }
+
+        /** Writes until the channel is not writable (then onWritable resumes) or the stream has written its part. */
+        abstract void pump(RdmaChannel channel) throws FabricException;
+
+        @Override
+        public void onWritable(RdmaChannel channel) {
+            try {
+                pump(channel);
+            } catch (FabricException e) {
+                fail(e.getMessage());
+            }
+        }
+
+        @Override
+        PerfResult result() {
+            if (histogram.getTotalCount() == 0) {
+                histogram.recordValue(Math.max(1, (endNanos - startNanos) / Math.max(1, options.iters())));
+            }
+            return PerfResult.of("transport", "bw", options.size(), options.iters(), histogram,
+                    endNanos - startNanos, options.iters());
+        }
+    }
+
     /** Frames written as fast as the channel stays writable; the server acknowledges the last one. */
-    private static final class Stream extends Client {
-        private long written;
-        private long batchStart;
+    private static final class Stream extends Streaming {
 
         Stream(PerfOptions options) {
             super(options);
@@ -293,8 +315,8 @@ final class TransportPerf {
             pump(channel);
         }
 
-        /** Writes until the channel is not writable (then onWritable resumes) or everything is written. */
-        private synchronized void pump(RdmaChannel channel) throws FabricException {
+        @Override
+        synchronized void pump(RdmaChannel channel) throws FabricException {
             while (written < total && channel.isWritable()) {
                 written++;
                 if (written == options.warmup()) {
@@ -313,15 +335,6 @@ final class TransportPerf {
         }
 
         @Override
-        public void onWritable(RdmaChannel channel) {
-            try {
-                pump(channel);
-            } catch (FabricException e) {
-                fail(e.getMessage());
-            }
-        }
-
-        @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
             endNanos = System.nanoTime();
             endCpu = ProcessCpu.nanos();
@@ -329,14 +342,86 @@ final class TransportPerf {
             completed = total;
             done.countDown();
         }
+    }
+
+    /**
+     * A stream in windows, as the settled ping-pong runs ({@link StreamWindows}): the warm-up's count, then windows
+     * of {@code iters}, each ended by the server's acknowledgement of its last frame (marked, {@link StreamAcks}),
+     * until a window went by with the JIT quiet; the next one is measured. Every window drains the pipeline and waits
+     * for its acknowledgement, so the measured one runs the code the rehearsals ran: in the lab's 64 KiB streams,
+     * measured right after the warm-up's count, C2 compiled for 2.2-2.9 s of an 8 s window.
+     *
+     * <p>The pump runs on the caller's thread from start() and on the completion loop's from onWritable and the
+     * acknowledgement; one lock keeps the window's state and the histogram consistent between them.
+     */
+    private static final class SettledStream extends Streaming {
+        private final StreamWindows windows;
+
+        SettledStream(PerfOptions options) {
+            super(options);
+            this.windows = new StreamWindows(options.warmup(), options.iters(), settle);
+        }
 
         @Override
-        PerfResult result() {
-            if (histogram.getTotalCount() == 0) {
-                histogram.recordValue(Math.max(1, (endNanos - startNanos) / Math.max(1, options.iters())));
+        synchronized void start(RdmaChannel channel) throws FabricException {
+            startCpu = ProcessCpu.nanos();
+            startJit = JitTime.millis();
+            startNanos = System.nanoTime(); // after reading /proc, which is no part of the window
+            batchStart = startNanos;
+            pump(channel);
+        }
+
+        @Override
+        synchronized void pump(RdmaChannel channel) throws FabricException {
+            long end = windows.end();
+            while (written < end && channel.isWritable()) {
+                long inWindow = ++written - windows.begin();
+                boolean last = written == end;
+                sendMarked(channel, last, inWindow % 16 == 0 || last);
+                if (inWindow % 1024 == 0) {
+                    long now = System.nanoTime();
+                    histogram.recordValue((now - batchStart) / 1024); // mean per-message time of each 1024
+                    batchStart = now;
+                }
             }
-            return PerfResult.of("transport", "bw", options.size(), options.iters(), histogram,
-                    endNanos - startNanos, options.iters());
+            completed = written;
+        }
+
+        /** Every frame carries the mark byte, 0 or 1, so that every window writes the same way. */
+        private void sendMarked(RdmaChannel channel, boolean last, boolean flush) throws FabricException {
+            SendBuffer buffer = channel.allocate(options.size());
+            ByteBuffer b = buffer.buffer();
+            b.put(last ? StreamAcks.MARK : 0);
+            b.position(options.size()); // the rest does not matter; the size does
+            channel.write(buffer, flush);
+        }
+
+        /** The server acknowledged the current window's last frame: the window ends, the next one begins. */
+        @Override
+        public synchronized void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            long now = System.nanoTime();
+            if (written != windows.end()) {
+                fail("acknowledgement after frame " + written + ", before the window's last (" + windows.end() + ")");
+                return;
+            }
+            endNanos = now;
+            endCpu = ProcessCpu.nanos();
+            endJit = JitTime.millis();
+            if (windows.acknowledged(startNanos, startJit, endNanos, endJit)) {
+                done.countDown();
+                return;
+            }
+            // a rehearsal ended: its figures go, the next window starts (measured once the JIT is quiet)
+            histogram.reset();
+            startCpu = endCpu;
+            startJit = endJit;
+            startNanos = System.nanoTime(); // reading /proc is no part of the next window
+            batchStart = startNanos;
+            try {
+                pump(channel);
+            } catch (FabricException e) {
+                fail(e.getMessage());
+            }
         }
     }
 }

@@ -2,12 +2,11 @@ package dev.artemisrdma.tools;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
 
-/** RdmaPerf's warm-up that waits for the JIT ({@code --settle}), its options and the jit_ms line. */
+/** RdmaPerf's warm-up that waits for the JIT ({@code --settle}) and the jit_ms line; its options: PerfOptionsTest. */
 class JitSettleTest {
 
     private static final long SECOND = 1_000_000_000L;
@@ -58,29 +57,5 @@ class JitSettleTest {
                 JitTime.line(1000, 1120));
         assertTrue(JitTime.compilerThreadsMillis() >= 0, "this JVM's compiler threads are not in /proc/self/task");
         assertEquals("rdmaperf: jit_ms=unknown", JitTime.line(-1, 5));
-    }
-
-    @Test
-    void settleIsTheTransportPingPongsAndBounded() {
-        String[] base = {"client", "--connect", "10.0.0.1", "--port", "19000"};
-        assertEquals(0, PerfOptions.parse(base).settle());
-        assertEquals(60, PerfOptions.parse(with(base, "--layer", "transport", "--mode", "lat", "--settle", "60"))
-                .settle());
-        IllegalArgumentException verbs = assertThrows(IllegalArgumentException.class,
-                () -> PerfOptions.parse(with(base, "--layer", "verbs", "--settle", "60")));
-        assertTrue(verbs.getMessage().contains("--layer transport --mode lat only"), verbs.getMessage());
-        assertThrows(IllegalArgumentException.class,
-                () -> PerfOptions.parse(with(base, "--layer", "transport", "--mode", "bw", "--settle", "60")));
-        IllegalArgumentException tooLong = assertThrows(IllegalArgumentException.class,
-                () -> PerfOptions.parse(with(base, "--layer", "transport", "--settle", "601")));
-        assertTrue(tooLong.getMessage().contains("0..600"), tooLong.getMessage());
-        assertThrows(IllegalArgumentException.class,
-                () -> PerfOptions.parse(with(base, "--layer", "transport", "--warmup", "-1")));
-    }
-
-    private static String[] with(String[] base, String... more) {
-        String[] all = java.util.Arrays.copyOf(base, base.length + more.length);
-        System.arraycopy(more, 0, all, base.length, more.length);
-        return all;
     }
 }
