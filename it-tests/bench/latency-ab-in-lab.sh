@@ -8,7 +8,10 @@ out="${RDMA_LAB_RESULTS:-/tmp}"
 exec > >(tee -a "$out/latency-ab.txt") 2>&1
 size="${SIZE:-64}"; rounds="${ROUNDS:-5}"; warmup="${WARMUP:-10000}"; mode="${MODE:-lat}"
 settle=()
-if [ "$mode" = lat ] && [ "${SETTLE:-60}" != 0 ]; then settle=(--settle "${SETTLE:-60}"); fi
+if [ "${SETTLE:-60}" != 0 ]; then settle=(--settle "${SETTLE:-60}"); fi
+# the class of a build that has --settle for this mode: streams settle since StreamWindows (before it, PerfOptions
+# refused --settle with bw and the client would print no RESULT)
+settle_class=PerfOptions; if [ "$mode" = bw ]; then settle_class=StreamWindows; fi
 case "$mode" in
   lat) iters="${ITERS:-50000}"; tool=ib_send_lat; field=5; metric=p50_us ;;   # typical latency, us
   bw) iters="${ITERS:-100000}"; tool=ib_send_bw; field=5; metric=msgs_per_s ;;  # message rate, Mpps
@@ -25,10 +28,11 @@ for entry in $LATENCY_AB_BUILDS; do
   name="${entry%%=*}"; names+=("$name"); cls[$name]="${entry#*=}"; port[$name]=$p; p=$((p + 100))
   # a build from before --settle measures after the warm-up's count alone: said, so its figure is read as such
   if [ ${#settle[@]} -gt 0 ]; then
-    if grep -q settle "${cls[$name]}/dev/artemisrdma/tools/PerfOptions.class"; then
+    if grep -q settle "${cls[$name]}/dev/artemisrdma/tools/$settle_class.class" 2>/dev/null; then
       settles[$name]="${settle[*]}"
     else
-      echo "latency-ab: build $name predates --settle: it measures after the warm-up's count alone (see jit_ms)"
+      echo "latency-ab: build $name predates --settle for $mode: it measures after the warm-up's count alone" \
+        "(see jit_ms)"
     fi
   fi
   # shellcheck disable=SC2086 # opts are words

@@ -15,8 +15,9 @@ rounds=${ROUNDS:-5}
 port=18515
 lat_iters=${LAT_ITERS:-50000}   # for sizes up to 4 KiB; a tenth for larger ones, whose round trips take 50 times longer
 warmup=${WARMUP:-10000}         # round trips before measuring: the JIT (C2) compiles the data path meanwhile
-# the transport's ping-pong then warms up on until its JIT is quiet (at most SETTLE seconds; 0: off): after the count
-# alone a fresh client's C2 compiled for up to 9 s of a 9 s window (jit_ms), ib_send_lat has nothing to compile
+# the transport layer (ping-pong and stream) then warms up on in rehearsal windows until its JIT is quiet (at most
+# SETTLE seconds; 0: off): after the count alone a fresh client's C2 compiled for up to 9 s of a 9 s ping-pong window
+# and 2.2-2.9 s of an 8 s 64 KiB stream window (jit_ms); ib_send_lat and ib_send_bw have nothing to compile
 settle=${SETTLE:-60}
 bw_iters=${BW_ITERS:-100000}   # for sizes up to 4 KiB, a tenth for larger ones: 20,000 was mostly start-up for both
                                 # tools (ib_send_bw 64 B: 31,600 msg/s at 20,000, 54,100 at 200,000 in one boot)
@@ -71,13 +72,13 @@ sleep 6
 # CPU over the whole connection, warmup included, per message it received) appended
 rdmaperf() {
   local all ticks_before ticks_after w="${5:-$warmup}" extra=()
-  if [ "$1" = transport ] && [ "$2" = lat ] && [ "$settle" != 0 ]; then extra=(--settle "$settle"); fi
+  if [ "$1" = transport ] && [ "$settle" != 0 ]; then extra=(--settle "$settle"); fi
   ticks_before="$(proc_ticks $server)"
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
     --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" "${extra[@]}" 2>>"$out/rdmaperf-client.log")"
   ticks_after="$(proc_ticks $server)"
   echo "$all" >> "$out/rdmaperf-client.out" # everything it printed, transport statistics included
-  # the server's messages: warm-up and measured, and the rehearsals of a settling ping-pong when the client says so
+  # the server's messages: warm-up and measured, and the rehearsals of a settling transport client when it says so
   local served=$(($4 + w)) in_all
   in_all="$(echo "$all" | grep -o 'messages_in_all=[0-9]*' | tail -1 | cut -d= -f2)"
   if [ -n "$in_all" ]; then served=$in_all; fi
