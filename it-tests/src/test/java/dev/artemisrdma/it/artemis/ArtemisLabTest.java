@@ -47,20 +47,33 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ArtemisLabTest {
 
     private static final int PORT = 61700;
+    /**
+     * A second RDMA acceptor without direct delivery, for the persistent producer of the order test: Artemis 2.56.0
+     * can deliver a producer's message before its predecessor when two threads add to one queue with direct
+     * delivery on (the persistent producer's messages are added from the journal's completion thread), a race in
+     * its QueueImpl that DirectDeliveryRaceTest shows with no RDMA at all.
+     */
+    private static final int QUEUED_PORT = 61702;
     private static LabBroker broker;
     private static ConnectionFactory factory;
+    private static ConnectionFactory queuedFactory;
 
     @BeforeAll
     static void startBroker() throws Exception {
-        broker = LabBroker.start(Lab.addr0(), PORT, Files.createTempDirectory("lab-broker"), true, 0);
+        broker = LabBroker.start(Lab.addr0(), PORT, Files.createTempDirectory("lab-broker"), true, 0, Map.of(),
+                Map.of("rdma-queued", Map.of("port", Integer.toString(QUEUED_PORT), "directDeliver", "false")));
         factory = new ActiveMQConnectionFactory(false, new TransportConfiguration(
                 "dev.artemisrdma.artemis.RdmaConnectorFactory", Map.of("host", Lab.addr0(), "port", PORT)));
+        queuedFactory = new ActiveMQConnectionFactory(false, new TransportConfiguration(
+                "dev.artemisrdma.artemis.RdmaConnectorFactory", Map.of("host", Lab.addr0(), "port", QUEUED_PORT)));
     }
 
     @AfterAll
     static void stopBroker() throws Exception {
-        if (factory instanceof AutoCloseable closeable) {
-            closeable.close();
+        for (ConnectionFactory f : new ConnectionFactory[] {factory, queuedFactory}) {
+            if (f instanceof AutoCloseable closeable) {
+                closeable.close();
+            }
         }
         if (broker != null) {
             broker.close();
@@ -158,7 +171,10 @@ class ArtemisLabTest {
     /**
      * 100,000 messages of random sizes (most under 8 KiB, one in a hundred up to 200 KiB: fragmented and, above
      * 100 KiB, Artemis large messages) from a persistent and a non-persistent producer at once, each checked for
-     * content and per-producer order by one consumer.
+     * content and per-producer order by one consumer. The non-persistent producer and the consumer use the acceptor
+     * with direct delivery (the broker hands its messages to the consumer from our completion loop's thread); the
+     * persistent one connects through the acceptor without it ({@link #QUEUED_PORT}: with both direct, Artemis's own
+     * race broke the order about once in four CI runs, nothing logged).
      */
     @Test
     void hundredThousandMessagesOfRandomSizesArriveIntactAndInOrder() throws Exception {
@@ -168,8 +184,9 @@ class ArtemisLabTest {
             consumerConnection.start();
             Session session = consumerConnection.createSession(false, Session.DUPS_OK_ACKNOWLEDGE);
             MessageConsumer consumer = session.createConsumer(session.createQueue("lab.random"));
-            Future<?> persistent = pool.submit(() -> produce(1, perProducer, DeliveryMode.PERSISTENT));
-            Future<?> fast = pool.submit(() -> produce(2, perProducer, DeliveryMode.NON_PERSISTENT));
+            Future<?> persistent = pool.submit(() -> produce(queuedFactory, 1, perProducer,
+                    DeliveryMode.PERSISTENT));
+            Future<?> fast = pool.submit(() -> produce(factory, 2, perProducer, DeliveryMode.NON_PERSISTENT));
             int[] next = new int[3];
             long bytes = 0;
             for (int n = 0; n < 2 * perProducer; n++) {
@@ -179,8 +196,7 @@ class ArtemisLabTest {
                 int producer = m.getIntProperty("producer");
                 int seq = m.getIntProperty("seq");
                 if (seq != next[producer]) {
-                    // say whether the expected message comes later (reordered) or never (lost): once in four CI
-                    // runs on 2026-12-01 one non-persistent message was out of place, with no error logged
+                    // say whether the expected message comes later (reordered) or never (lost)
                     assertEquals(next[producer], seq, "order of producer " + producer + "; the next of it: "
                             + nextSeqs(consumer, producer, seq));
                 }
@@ -229,8 +245,9 @@ class ArtemisLabTest {
         return random.nextInt(100) == 0 ? 16 * 1024 + random.nextInt(184 * 1024) : random.nextInt(8193);
     }
 
-    private static Void produce(int producerId, int count, int deliveryMode) throws Exception {
-        try (Connection connection = factory.createConnection()) {
+    private static Void produce(ConnectionFactory through, int producerId, int count, int deliveryMode)
+            throws Exception {
+        try (Connection connection = through.createConnection()) {
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
             MessageProducer producer = session.createProducer(session.createQueue("lab.random"));
             producer.setDeliveryMode(deliveryMode);

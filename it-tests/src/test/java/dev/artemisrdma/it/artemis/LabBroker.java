@@ -47,8 +47,18 @@ public final class LabBroker implements AutoCloseable {
     }
 
     /** As above, with {@code rdmaParams} added to the RDMA acceptor's parameters (transport keys, e.g. for a benchmark). */
+    public static LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
+                                  Map<String, String> rdmaParams) throws Exception {
+        return start(host, port, dataDir, persistent, tcpPort, rdmaParams, Map.of());
+    }
+
+    /**
+     * As above, with more RDMA acceptors: each named one is a copy of the configured RDMA acceptor with the given
+     * parameters changed (a port, at least).
+     */
     public static synchronized LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
-                                               Map<String, String> rdmaParams) throws Exception {
+                                               Map<String, String> rdmaParams,
+                                               Map<String, Map<String, String>> moreRdmaAcceptors) throws Exception {
         System.setProperty("rdma.host", host);
         System.setProperty("rdma.port", Integer.toString(port));
         try {
@@ -58,16 +68,14 @@ public final class LabBroker implements AutoCloseable {
             deployment.addDeployable(config);
             deployment.readConfiguration();
             writable(config, dataDir, persistent);
+            TransportConfiguration rdma = config.getAcceptorConfigurations().stream()
+                    .filter(a -> "rdma".equals(a.getName())).findFirst()
+                    .orElseThrow(() -> new IllegalStateException("config/broker.xml has no acceptor 'rdma'"));
             if (!rdmaParams.isEmpty()) {
-                TransportConfiguration rdma = config.getAcceptorConfigurations().stream()
-                        .filter(a -> "rdma".equals(a.getName())).findFirst()
-                        .orElseThrow(() -> new IllegalStateException("config/broker.xml has no acceptor 'rdma'"));
                 config.getAcceptorConfigurations().remove(rdma);
-                Map<String, Object> params = new HashMap<>(rdma.getParams());
-                params.putAll(rdmaParams);
-                config.addAcceptorConfiguration(new TransportConfiguration(rdma.getFactoryClassName(), params,
-                        rdma.getName()));
+                config.addAcceptorConfiguration(changed(rdma, rdma.getName(), rdmaParams));
             }
+            moreRdmaAcceptors.forEach((name, params) -> config.addAcceptorConfiguration(changed(rdma, name, params)));
             if (tcpPort > 0) {
                 config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(),
                         Map.of("host", host, "port", tcpPort, "protocols", "CORE"), "tcp"));
@@ -82,6 +90,13 @@ public final class LabBroker implements AutoCloseable {
             System.clearProperty("rdma.host");
             System.clearProperty("rdma.port");
         }
+    }
+
+    private static TransportConfiguration changed(TransportConfiguration acceptor, String name,
+                                                  Map<String, String> changes) {
+        Map<String, Object> params = new HashMap<>(acceptor.getParams());
+        params.putAll(changes);
+        return new TransportConfiguration(acceptor.getFactoryClassName(), params, name);
     }
 
     public static Configuration writable(Configuration config, Path dataDir, boolean persistent) {
