@@ -23,6 +23,15 @@ public interface QueuePair extends AutoCloseable {
 
     boolean isEstablished();
 
+    /**
+     * The passive side: the peer's first SEND arrived before the connection manager reported the connection
+     * established (its RTU is late or lost). The peer could only send once it had our reply, so the connection is up:
+     * the queue pair takes sends from now on, and the connection manager is told (on verbs, rdma_notify with
+     * IBV_EVENT_COMM_EST, as rdma_notify(3) asks), so that it does not give the connection up for a missing RTU.
+     * Its ESTABLISHED event may still follow.
+     */
+    void establishedByPeer();
+
     /** Posts every send of {@code list} with one call; the list may be reused once this returns. */
     void postSend(SendList list) throws FabricException;
 

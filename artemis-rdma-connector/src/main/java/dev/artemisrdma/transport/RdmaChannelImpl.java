@@ -393,14 +393,24 @@ final class RdmaChannelImpl implements RdmaChannel {
      * A frame from the peer proves the connection is up, whatever rdma_cm has told us yet. The passive side hears
      * ESTABLISHED only when the peer's RTU has been processed, while the peer sends as soon as its connect returns,
      * so its first frame can complete here first (InfiniBand reports this as IBV_EVENT_COMM_EST). rdma_accept has
-     * already moved our queue pair to RTS, and the peer's is ready, since it sent. Opening here means that what the
-     * handler answers to that first frame leaves at once instead of waiting for the event thread; the event, when
-     * it comes, finds the channel open and does nothing. The active side learns the peer's handshake only when its
-     * connect returns, so it stays CONNECTING until then ({@link #onEstablished} checks).
+     * already moved our queue pair to RTS, and the peer's is ready, since it sent: the queue pair is told
+     * ({@link QueuePair#establishedByPeer}), and the channel opens, so what the handler answers to that first frame
+     * leaves at once instead of waiting for the event thread; the event, when it comes, finds the channel open and
+     * does nothing. The active side learns the peer's handshake only when its connect returns, so it stays CONNECTING
+     * until then.
      */
     private void establishedByPeerFrame() {
-        LOG.debug("channel {}: the peer's first frame arrived before rdma_cm's ESTABLISHED event; open now", id);
-        onEstablished();
+        lock.lock();
+        try {
+            if (state != ChannelState.CONNECTING || !send.isReady() || qp == null) {
+                return;
+            }
+            LOG.debug("channel {}: the peer's first frame arrived before rdma_cm's ESTABLISHED event; open now", id);
+            qp.establishedByPeer();
+            onEstablished();
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void onDisconnected(String reason) {

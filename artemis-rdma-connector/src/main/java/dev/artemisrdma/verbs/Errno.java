@@ -18,6 +18,7 @@ public final class Errno {
     public static final int ETIMEDOUT = 110;
     public static final int EHOSTUNREACH = 113;
     public static final int ECONNREFUSED = 111;
+    public static final int EISCONN = 106;
 
     private static final String[] SYMBOLS = new String[134];
 

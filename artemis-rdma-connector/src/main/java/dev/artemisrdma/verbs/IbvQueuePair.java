@@ -75,7 +75,11 @@ public final class IbvQueuePair {
         established = false;
     }
 
-    /** Called by the connection owner on RDMA_CM_EVENT_ESTABLISHED (or when rdma_connect completed). */
+    /**
+     * Called by the connection owner on RDMA_CM_EVENT_ESTABLISHED (or when rdma_connect completed), or on the passive
+     * side when the peer's first SEND arrived before that event: the peer could only send once it had our reply, and
+     * rdma_accept has already moved our queue pair to RTS.
+     */
     public void markEstablished() {
         established = true;
     }

@@ -46,6 +46,8 @@ final class RdmaCm {
 
     static native int rdma_disconnect(long id);
 
+    static native int rdma_notify(long id, int event);
+
     static native int rdma_get_cm_event(long channel, long eventOut);
 
     static native int rdma_ack_cm_event(long event);

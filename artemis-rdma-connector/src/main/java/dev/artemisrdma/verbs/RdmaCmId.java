@@ -238,6 +238,25 @@ public final class RdmaCmId implements AutoCloseable {
         }
     }
 
+    /**
+     * rdma_notify(IBV_EVENT_COMM_EST): data arrived on the queue pair before the connection manager saw the
+     * connection established (the peer's RTU is late or lost); this establishes it, so that rdma_cm does not go on
+     * resending its reply and then give the connection up, and RDMA_CM_EVENT_ESTABLISHED follows. Returns false when
+     * rdma_cm had established it already, which is no error: the IB CM answers EISCONN, rdma_cm itself EINVAL once
+     * its id left the connecting state (established, or already disconnecting).
+     */
+    public boolean notifyCommunicationEstablished() throws VerbsException {
+        checkOpen();
+        if (RdmaCm.rdma_notify(id, IbvEventType.COMM_EST.ordinal()) != 0) {
+            int errno = Errno.last();
+            if (errno == Errno.EISCONN || errno == Errno.EINVAL) {
+                return false;
+            }
+            throw VerbsException.fromErrno("rdma_notify(IBV_EVENT_COMM_EST)", "from " + describePeer());
+        }
+        return true;
+    }
+
     /** rdma_disconnect: the queue pair moves to error and outstanding work requests flush. */
     public void disconnect() throws VerbsException {
         checkOpen();

@@ -10,7 +10,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The passive side hears rdma_cm's ESTABLISHED only once the peer's RTU is processed, but the peer sends as soon as
  * its connect returns. Its first frame opens the channel: what the server answers to it leaves at once, and the
- * handshake deadline does not tear down a connection whose peer has already spoken.
+ * handshake deadline does not tear down a connection whose peer has already spoken. The fake fabric refuses a send
+ * on an accepted queue pair before either (a violation), as the verbs binding does.
  */
 class EarlyFirstFrameTest {
 
@@ -50,6 +51,7 @@ class EarlyFirstFrameTest {
             assertEquals(Peers.crc(first), client.crcs.get(0));
             assertEquals(null, server.answerFailed);
             assertEquals(ChannelState.OPEN, ((RdmaChannelImpl) c.serverChannel).state());
+            assertEquals(1, fabric.establishedByPeer(), "the queue pair was told (rdma_notify on verbs)");
 
             assertEquals(1, fabric.deliverHeldEstablished(), "rdma_cm's event was still on its way");
             for (int i = 1; i < 50; i++) {

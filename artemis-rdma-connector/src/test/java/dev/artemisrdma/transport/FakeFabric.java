@@ -113,6 +113,7 @@ public final class FakeFabric implements Fabric {
     private volatile boolean receivesPolledBeforeDestroy;
     private volatile boolean stallHandshakes;
     private volatile boolean holdPassiveEstablished;
+    private final AtomicInteger establishedByPeer = new AtomicInteger();
     private final List<Runnable> heldEstablished = new ArrayList<>();
     private volatile boolean noImmediateData;
     private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
@@ -293,6 +294,11 @@ public final class FakeFabric implements Fabric {
      */
     public void holdPassiveEstablished(boolean on) {
         holdPassiveEstablished = on;
+    }
+
+    /** How many accepted queue pairs were told that the peer's first frame established them. */
+    public int establishedByPeer() {
+        return establishedByPeer.get();
     }
 
     /** Delivers the ESTABLISHED events held since {@link #holdPassiveEstablished}; returns how many there were. */
@@ -1269,6 +1275,11 @@ public final class FakeFabric implements Fabric {
         int completedUnsignaled;
         boolean everEstablished;
         boolean disconnected;
+        /**
+         * A passive queue pair is RTS once accepted (as rdma_accept leaves it), but our verbs binding takes sends only
+         * after rdma_cm's ESTABLISHED event or {@link #establishedByPeer}: until then a send is a violation.
+         */
+        volatile boolean awaitingEstablished;
 
         FakeQp(int qpn, QueuePairCaps caps, FakeCq cq, QueuePairEvents events, InetSocketAddress local,
                InetSocketAddress remote) {
@@ -1311,6 +1322,12 @@ public final class FakeFabric implements Fabric {
         }
 
         @Override
+        public void establishedByPeer() {
+            awaitingEstablished = false;
+            establishedByPeer.incrementAndGet();
+        }
+
+        @Override
         public boolean isEstablished() {
             lock.lock();
             try {
@@ -1334,6 +1351,10 @@ public final class FakeFabric implements Fabric {
                 if (state == QpState.INIT) {
                     violation("postSend on qp " + qpn + " before the connection is established");
                     throw new FabricException("ibv_post_send: queue pair not established");
+                }
+                if (awaitingEstablished) {
+                    violation("postSend on accepted qp " + qpn + " before ESTABLISHED or the peer's first frame");
+                    throw new FabricException("rdma_post_sendv: the connection is not established yet");
                 }
                 for (int i = 0; i < list.size(); i++) {
                     if (list.sgeCount(i) > caps.maxSendSge()) {
@@ -1610,6 +1631,7 @@ public final class FakeFabric implements Fabric {
             FakeQp pqp = createQp(spec, events, listener.address, active.local);
             pqp.incomingRnrRetry = rnrRetryCount;
             pqp.peerPrivateData = privateData.clone();
+            pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it
             try {
                 beforeAcceptPrepare.accept(pqp.qpn);
                 setup.prepare(pqp);
@@ -1639,7 +1661,10 @@ public final class FakeFabric implements Fabric {
             } finally {
                 lock.unlock();
             }
-            Runnable established = () -> events.established(pqp);
+            Runnable established = () -> {
+                pqp.awaitingEstablished = false;
+                events.established(pqp);
+            };
             if (holdPassiveEstablished) {
                 synchronized (heldEstablished) {
                     heldEstablished.add(established);

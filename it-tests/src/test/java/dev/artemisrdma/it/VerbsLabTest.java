@@ -236,6 +236,30 @@ class VerbsLabTest {
         }
     }
 
+    /**
+     * What the transport does when a peer's first frame beats rdma_cm's ESTABLISHED event: rdma_notify
+     * (IBV_EVENT_COMM_EST) on the accepted id. Called when rdma_cm has established it already, it is answered
+     * EISCONN or EINVAL, which is no error: the connection goes on and takes sends.
+     */
+    @Test
+    void aQueuePairToldThePeerEstablishedItAfterRdmaCmDidGoesOn() throws Exception {
+        try (VerbsFabric fabric = new VerbsFabric();
+             Pair pair = new Pair(fabric, new RawEndpoint(8, 1, 0), new RawEndpoint(8, 1, 0), 7)) {
+            pair.server.qp().establishedByPeer();
+            assertTrue(pair.server.qp().isEstablished());
+            SendList list = new SendList(1, 1);
+            list.addSend(5, SendList.FLAG_SIGNALED)
+                    .addSge(pair.server.memory().address(), 64, pair.server.memory().lkey());
+            pair.server.qp().postSend(list);
+            List<long[]> sent = pair.server.awaitCompletions(1, 10_000);
+            assertEquals(1, sent.size(), "the send completed");
+            assertEquals(0, sent.get(0)[1], "IBV_WC_SUCCESS");
+            List<long[]> received = pair.client.awaitCompletions(1, 10_000);
+            assertEquals(1, received.size(), "the client received it");
+            assertEquals(0, received.get(0)[1], "IBV_WC_SUCCESS");
+        }
+    }
+
     @Test
     void connectingToAnAddressWithNoListenerFailsClearlyAndLeaksNothing() throws Exception {
         RdmaResources before = RdmaResources.afterWarmUp();

@@ -181,6 +181,22 @@ final class VerbsQueuePair implements QueuePair {
     }
 
     @Override
+    public void establishedByPeer() {
+        qp.markEstablished();
+        try {
+            if (id.notifyCommunicationEstablished()) {
+                LOG.debug("queue pair {} to {}: established by the peer's first frame (rdma_notify)", qp.qpNumber(),
+                        describePeer());
+            }
+        } catch (VerbsException e) {
+            // the connection works either way: rdma_cm may still see the RTU, or give the connection up later, and
+            // then it fails as any lost connection does
+            LOG.warn("queue pair {} to {}: {}; the connection goes on", qp.qpNumber(), describePeer(),
+                    e.getMessage());
+        }
+    }
+
+    @Override
     public void postSend(SendList list) throws FabricException {
         SendRequests native_ = sends;
         native_.clear();
