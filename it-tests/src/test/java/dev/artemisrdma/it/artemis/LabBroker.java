@@ -1,5 +1,7 @@
 package dev.artemisrdma.it.artemis;
 
+import dev.artemisrdma.artemis.RdmaAcceptorFactory;
+
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.core.config.Configuration;
 import org.apache.activemq.artemis.core.config.FileDeploymentManager;
@@ -54,7 +56,8 @@ public final class LabBroker implements AutoCloseable {
 
     /**
      * As above, with more RDMA acceptors: each named one is a copy of the configured RDMA acceptor with the given
-     * parameters changed (a port, at least).
+     * parameters changed (a port, at least), made with {@code RdmaAcceptorFactory} itself: broker.xml's plugin
+     * switches only the acceptors it names, and would leave a copy under another name on Netty TCP.
      */
     public static synchronized LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
                                                Map<String, String> rdmaParams,
@@ -73,9 +76,10 @@ public final class LabBroker implements AutoCloseable {
                     .orElseThrow(() -> new IllegalStateException("config/broker.xml has no acceptor 'rdma'"));
             if (!rdmaParams.isEmpty()) {
                 config.getAcceptorConfigurations().remove(rdma);
-                config.addAcceptorConfiguration(changed(rdma, rdma.getName(), rdmaParams));
+                config.addAcceptorConfiguration(changed(rdma, rdma.getFactoryClassName(), rdma.getName(), rdmaParams));
             }
-            moreRdmaAcceptors.forEach((name, params) -> config.addAcceptorConfiguration(changed(rdma, name, params)));
+            moreRdmaAcceptors.forEach((name, params) -> config.addAcceptorConfiguration(
+                    changed(rdma, RdmaAcceptorFactory.class.getName(), name, params)));
             if (tcpPort > 0) {
                 config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(),
                         Map.of("host", host, "port", tcpPort, "protocols", "CORE"), "tcp"));
@@ -92,11 +96,12 @@ public final class LabBroker implements AutoCloseable {
         }
     }
 
-    private static TransportConfiguration changed(TransportConfiguration acceptor, String name,
+    /** A copy of {@code acceptor}, made by {@code factory} and named {@code name}, with {@code changes} made. */
+    private static TransportConfiguration changed(TransportConfiguration acceptor, String factory, String name,
                                                   Map<String, String> changes) {
         Map<String, Object> params = new HashMap<>(acceptor.getParams());
         params.putAll(changes);
-        return new TransportConfiguration(acceptor.getFactoryClassName(), params, name);
+        return new TransportConfiguration(factory, params, name);
     }
 
     public static Configuration writable(Configuration config, Path dataDir, boolean persistent) {
