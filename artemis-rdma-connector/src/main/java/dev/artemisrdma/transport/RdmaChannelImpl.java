@@ -399,7 +399,10 @@ final class RdmaChannelImpl implements RdmaChannel {
      * does nothing. The active side learns the peer's handshake only when its connect returns, so it stays CONNECTING
      * until then.
      */
-    private void establishedByPeerFrame() {
+    private void openOnPeerFrame(int status) {
+        if (state != ChannelState.CONNECTING || status != WcStatus.SUCCESS) {
+            return; // an open channel's completions leave here after one volatile read
+        }
         lock.lock();
         try {
             if (state != ChannelState.CONNECTING || !send.isReady() || qp == null) {
@@ -896,17 +899,13 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
-        if (state == ChannelState.CONNECTING && status == WcStatus.SUCCESS) {
-            establishedByPeerFrame();
-        }
+        openOnPeerFrame(status);
         // a drain the peer began still delivers what it sent first: successful completions precede the flushes
         receive.onReceive(slot, status, byteLength, immediate, state.tearingDown(), peerDrain);
     }
 
     void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
-        if (state == ChannelState.CONNECTING && status == WcStatus.SUCCESS) {
-            establishedByPeerFrame();
-        }
+        openOnPeerFrame(status);
         receive.onSharedReceive(poolView, base, status, byteLength, immediate, state.tearingDown(), peerDrain);
     }
 
