@@ -9,9 +9,16 @@ exec > >(tee -a "$out/latency-ab.txt") 2>&1
 size="${SIZE:-64}"; rounds="${ROUNDS:-5}"; warmup="${WARMUP:-10000}"; mode="${MODE:-lat}"
 settle=()
 if [ "${SETTLE:-60}" != 0 ]; then settle=(--settle "${SETTLE:-60}"); fi
-# the class of a build that has --settle for this mode: streams settle since StreamWindows (before it, PerfOptions
-# refused --settle with bw and the client would print no RESULT)
-settle_class=PerfOptions; if [ "$mode" = bw ]; then settle_class=StreamWindows; fi
+# whether the build in $1 (its classes) takes --settle in this mode: the ping-pong since PerfOptions names it; streams
+# since TransportHello, which came with them (before it, PerfOptions refused --settle with bw: no RESULT line)
+settles_in_mode() {
+  local tools="$1/dev/artemisrdma/tools"
+  if [ "$mode" = bw ]; then
+    [ -f "$tools/TransportHello.class" ]
+  else
+    grep -q settle "$tools/PerfOptions.class" 2>/dev/null
+  fi
+}
 case "$mode" in
   lat) iters="${ITERS:-50000}"; tool=ib_send_lat; field=5; metric=p50_us ;;   # typical latency, us
   bw) iters="${ITERS:-100000}"; tool=ib_send_bw; field=5; metric=msgs_per_s ;;  # message rate, Mpps
@@ -28,7 +35,7 @@ for entry in $LATENCY_AB_BUILDS; do
   name="${entry%%=*}"; names+=("$name"); cls[$name]="${entry#*=}"; port[$name]=$p; p=$((p + 100))
   # a build from before --settle measures after the warm-up's count alone: said, so its figure is read as such
   if [ ${#settle[@]} -gt 0 ]; then
-    if grep -q settle "${cls[$name]}/dev/artemisrdma/tools/$settle_class.class" 2>/dev/null; then
+    if settles_in_mode "${cls[$name]}"; then
       settles[$name]="${settle[*]}"
     else
       echo "latency-ab: build $name predates --settle for $mode: it measures after the warm-up's count alone" \

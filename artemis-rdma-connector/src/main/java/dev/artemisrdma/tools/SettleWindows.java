@@ -1,36 +1,37 @@
 package dev.artemisrdma.tools;
 
 /**
- * The windows of a settled transport stream, by frame number: the first is the warm-up's count (at least one frame),
- * each later one {@code iters} long. A window ends when the server acknowledges its last (marked) frame, so every
- * window, rehearsal or measured, pumps the same code and drains the pipeline the same way. After a rehearsal the
- * next window is measured once {@link JitSettle} says the JIT went quiet (or its limit passed); the run ends with
- * the measured window's acknowledgement.
+ * The windows of a transport client's run, by message number (a ping-pong's round trips, a stream's frames): the
+ * first is the warm-up's count (at least one message), each later one {@code iters} long, so every window, rehearsal
+ * or measured, runs the same code. A ping-pong's window ends with its last answer; a settled stream's when the
+ * server acknowledges its last (marked) frame, so each drains the pipeline the same way. After a rehearsal the next
+ * window is measured once {@link JitSettle} says the JIT went quiet (at once without {@code --settle}, or when its
+ * limit passed); the run ends with the measured window.
  *
- * <p>Not thread-safe: the stream client calls it under its own lock.
+ * <p>Not thread-safe: a client calls it from its completion-loop callbacks (a stream under its own lock).
  */
-final class StreamWindows {
+final class SettleWindows {
 
     private final long iters;
     private final JitSettle settle;
-    /** Frames written before the current window. */
+    /** Messages before the current window. */
     private long begin;
-    /** The frame that ends the current window. */
+    /** The message that ends the current window. */
     private long end;
     private boolean measuring;
 
-    StreamWindows(int warmup, int iters, JitSettle settle) {
+    SettleWindows(int warmup, int iters, JitSettle settle) {
         this.iters = iters;
         this.settle = settle;
         this.end = Math.max(1, warmup);
     }
 
-    /** Frames written before the current window began. */
+    /** Messages before the current window began. */
     long begin() {
         return begin;
     }
 
-    /** The number of the frame that ends the current window (the marked one). */
+    /** The number of the message that ends the current window (a stream's marked frame). */
     long end() {
         return end;
     }
@@ -41,10 +42,10 @@ final class StreamWindows {
     }
 
     /**
-     * The current window's last frame was acknowledged ({@link JitTime#millis} and the clock at both ends): true
-     * when that was the measured window and the run is done; else the next window begins.
+     * The current window ended ({@link JitTime#millis} and the clock at both ends): true when that was the measured
+     * window and the run is done; else the next window begins.
      */
-    boolean acknowledged(long startNanos, long startJitMillis, long endNanos, long endJitMillis) {
+    boolean ended(long startNanos, long startJitMillis, long endNanos, long endJitMillis) {
         if (measuring) {
             return true;
         }

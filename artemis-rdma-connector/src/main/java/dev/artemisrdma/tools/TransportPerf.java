@@ -208,15 +208,12 @@ final class TransportPerf {
      * code away and compile again inside the window (up to 1.9 s of compiler CPU in it, after a quiet warm-up).
      */
     private static final class PingPong extends Client {
+        private final SettleWindows windows;
         private long previous;
-        /** The round trip that ends the current window. */
-        private long windowEnd;
-        /** Whether the current window is the measured one. */
-        private boolean measuring;
 
         PingPong(PerfOptions options) {
             super(options);
-            this.windowEnd = Math.max(1, options.warmup());
+            this.windows = new SettleWindows(options.warmup(), options.iters(), settle);
         }
 
         @Override
@@ -234,22 +231,20 @@ final class TransportPerf {
             long now = System.nanoTime();
             long n = ++completed;
             histogram.recordValue((now - previous) / 2); // one-way, as ib_send_lat reports
-            if (n == windowEnd) {
+            if (n == windows.end()) {
                 endNanos = now;
                 endCpu = ProcessCpu.nanos();
                 endJit = JitTime.millis();
-                if (measuring) {
+                if (windows.ended(startNanos, startJit, endNanos, endJit)) {
                     done.countDown();
                     return;
                 }
                 // the next window: measured once the warm-up is done, else one more rehearsal
-                measuring = settle.settled(startNanos, startJit, endNanos, endJit);
                 histogram.reset();
                 startCpu = endCpu;
                 startJit = endJit;
                 now = System.nanoTime(); // reading /proc is no part of the window's first round trip
                 startNanos = now;
-                windowEnd = n + options.iters();
             }
             previous = now;
             try {
@@ -345,7 +340,7 @@ final class TransportPerf {
     }
 
     /**
-     * A stream in windows, as the settled ping-pong runs ({@link StreamWindows}): the warm-up's count, then windows
+     * A stream in windows, as the settled ping-pong runs ({@link SettleWindows}): the warm-up's count, then windows
      * of {@code iters}, each ended by the server's acknowledgement of its last frame (marked, {@link StreamAcks}),
      * until a window went by with the JIT quiet; the next one is measured. Every window drains the pipeline and waits
      * for its acknowledgement, so the measured one runs the code the rehearsals ran: in the lab's 64 KiB streams,
@@ -355,11 +350,11 @@ final class TransportPerf {
      * acknowledgement; one lock keeps the window's state and the histogram consistent between them.
      */
     private static final class SettledStream extends Streaming {
-        private final StreamWindows windows;
+        private final SettleWindows windows;
 
         SettledStream(PerfOptions options) {
             super(options);
-            this.windows = new StreamWindows(options.warmup(), options.iters(), settle);
+            this.windows = new SettleWindows(options.warmup(), options.iters(), settle);
         }
 
         @Override
@@ -407,7 +402,7 @@ final class TransportPerf {
             endNanos = now;
             endCpu = ProcessCpu.nanos();
             endJit = JitTime.millis();
-            if (windows.acknowledged(startNanos, startJit, endNanos, endJit)) {
+            if (windows.ended(startNanos, startJit, endNanos, endJit)) {
                 done.countDown();
                 return;
             }
