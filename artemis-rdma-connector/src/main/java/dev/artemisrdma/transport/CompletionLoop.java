@@ -63,6 +63,10 @@ final class CompletionLoop implements Runnable {
     private static final long STEP_MICROS = 20;
     private static final long STEP_NANOS = TimeUnit.MICROSECONDS.toNanos(STEP_MICROS);
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+    /** How long {@link #stop} waits for the thread: beyond its final drain's bound, so a sound loop is seen to end. */
+    static final long STOP_WAIT_MILLIS = 12_000;
+    /** How long the final drain lets channels still closing finish (their drain deadlines are 5 s). */
+    private static final long FINAL_DRAIN_MILLIS = 10_000;
 
     /** Where a channel landed: its loop and its index there. */
     record Assignment(CompletionLoop loop, int index) {
@@ -122,8 +126,16 @@ final class CompletionLoop implements Runnable {
     private volatile SharedReceivePool pool;
     /** Channels on the shared pool by queue pair number: its receive completions name no channel. */
     private final QueuePairTable byQueuePair = new QueuePairTable();
-    /** See {@link #emptyPolls()}; written and read by the loop thread only. */
-    private long emptyPolls;
+    /** Polls begun so far; see {@link #pollsBegun()} (loop thread only). */
+    private long pollsBegun;
+    /** The number of the latest poll that found the queue drained; see {@link #drainedSince} (loop thread only). */
+    private long lastDrainedPoll;
+    /**
+     * Completed when the thread has left {@link #run} (its queue destroyed, unless the thread died with channels
+     * still on it). What the thread may still touch (the device's send buffers, a failed loop's queue) is freed
+     * only after this: never under a thread that has not exited.
+     */
+    private final java.util.concurrent.CompletableFuture<Void> exited = new java.util.concurrent.CompletableFuture<>();
     private final Consumer<CompletionLoop> onFailure;
 
     CompletionLoop(String name, FabricDevice device, TransportConfig config) {
@@ -252,14 +264,43 @@ final class CompletionLoop implements Runnable {
         return failure;
     }
 
-    /** A failed loop's queue goes once no channel holds a place on it: none can create a queue pair on it then. */
+    /**
+     * A failed loop's queue goes once no channel holds a place on it: none can create a queue pair on it then. It is
+     * destroyed by the loop's thread as it exits, or here if that has exited already (a channel released later, on
+     * another thread): the queue's owner is the thread, never a bystander.
+     */
     private void closeQueueIfAbandonedLocked() {
         if (failure != null && registered == 0 && cq != null && !queueClosed) {
             queueClosed = true;
-            closePool();
-            cq.close();
-            LOG.info("{}: completion queue of the failed loop destroyed", name);
+            CompletionQueue q = cq;
+            whenExited(() -> {
+                closePool();
+                q.close();
+                LOG.info("{}: completion queue of the failed loop destroyed", name);
+            });
         }
+    }
+
+    /**
+     * Runs {@code action} once the thread has left {@link #run}: on that thread as it exits, or at once on this one
+     * if it has (or never started).
+     */
+    void whenExited(Runnable action) {
+        Thread t;
+        synchronized (registry) {
+            t = thread;
+        }
+        if (t == null) {
+            action.run();
+            return;
+        }
+        exited.whenComplete((v, e) -> {
+            try {
+                action.run();
+            } catch (RuntimeException | Error x) {
+                LOG.error("{}: releasing after the loop's thread exited failed", name, x);
+            }
+        });
     }
 
     CompletionQueue completionQueue() {
@@ -306,27 +347,40 @@ final class CompletionLoop implements Runnable {
         wake();
     }
 
-    /** Stops the thread, which closes the completion queue; channels must be closed first. */
-    void stop() {
+    /**
+     * Stops the thread, which closes the completion queue; channels must be closed first. Waits up to
+     * {@link #STOP_WAIT_MILLIS} for it; returns whether it has exited. A thread still running (stuck in a handler,
+     * or its channels still draining) goes on, and what it may touch must be freed through {@link #whenExited}.
+     */
+    boolean stop() {
+        return stop(STOP_WAIT_MILLIS);
+    }
+
+    /** As {@link #stop()}, waiting up to {@code waitMillis}. */
+    boolean stop(long waitMillis) {
         Thread t;
         synchronized (registry) {
             running = false;
             t = thread;
         }
         if (t == null) {
-            return;
+            return true;
         }
         wake();
-        if (t != Thread.currentThread()) {
-            try {
-                t.join(TimeUnit.SECONDS.toMillis(5));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            if (t.isAlive()) {
-                LOG.warn("{}: did not stop within 5 s", name);
-            }
+        if (t == Thread.currentThread()) {
+            return false;
         }
+        try {
+            t.join(waitMillis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        if (t.isAlive()) {
+            LOG.warn("{}: did not stop within {} ms; its queue and the memory it may touch are released when it does",
+                    name, waitMillis);
+            return false;
+        }
+        return true;
     }
 
     @Override
@@ -385,11 +439,19 @@ final class CompletionLoop implements Runnable {
             }
         } catch (Throwable e) {
             finalCpuNanos = THREADS.getCurrentThreadCpuTime();
-            fail(e);
+            try {
+                fail(e);
+            } finally {
+                exited.complete(null);
+            }
             return;
         }
-        drainAndClose(batch);
-        finalCpuNanos = THREADS.getCurrentThreadCpuTime();
+        try {
+            drainAndClose(batch);
+            finalCpuNanos = THREADS.getCurrentThreadCpuTime();
+        } finally {
+            exited.complete(null);
+        }
     }
 
     /**
@@ -533,14 +595,19 @@ final class CompletionLoop implements Runnable {
         if (poolFailure != null) {
             throw new FabricException(poolFailure); // the loop dies and fails its connections (see fail)
         }
+        long poll = ++pollsBegun;
         int n = spins > 1 ? cq.pollSpinning(batch, spins) : cq.poll(batch);
         if (n == 0) {
-            emptyPolls++;
+            lastDrainedPoll = poll;
             return 0;
         }
         handling = true;
         try {
-            return handleBatch(batch, n);
+            handleBatch(batch, n);
+            if (n < batch.capacity()) {
+                lastDrainedPoll = poll; // the queue held no more than this: all it held when the poll began is handled
+            }
+            return n;
         } finally {
             flushForWriters();
             handling = false;
@@ -563,7 +630,7 @@ final class CompletionLoop implements Runnable {
         }
     }
 
-    private int handleBatch(Completions batch, int n) throws FabricException {
+    private void handleBatch(Completions batch, int n) throws FabricException {
         int touchedCount = 0;
         SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {
@@ -626,19 +693,24 @@ final class CompletionLoop implements Runnable {
         if (shared != null && shared.recallWanted()) {
             deadlineSeen = true; // a grant or a refused growth asked for a recall: the loop's next ticks run it
         }
-        if (n < batch.capacity()) {
-            emptyPolls++; // the queue held no more than this: everything in it before the poll has been handled
-        }
-        return n;
     }
 
     /**
-     * How many polls so far found the completion queue empty (loop thread only). A channel on the shared pool has no
-     * receives of its own to be flushed at teardown: it waits for the next empty poll instead, which proves that the
-     * receive completions its peer's last SENDs produced (queued before the disconnect could be seen) were handled.
+     * Polls begun so far, the one being handled included (loop thread only): a channel on the shared pool takes it as
+     * the fence of its drain, then waits for {@link #drainedSince} that fence.
      */
-    long emptyPolls() {
-        return emptyPolls;
+    long pollsBegun() {
+        return pollsBegun;
+    }
+
+    /**
+     * Whether a poll that began after poll number {@code fence} found the queue drained and has been handled (loop
+     * thread only). A channel on the shared pool has no receives of its own to be flushed at teardown: this proves
+     * instead that the receive completions its peer's last SENDs produced (queued before the disconnect could be seen)
+     * were handled. A poll that began before the fence proves nothing, even if it ends after it.
+     */
+    boolean drainedSince(long fence) {
+        return lastDrainedPoll > fence;
     }
 
     /**
@@ -672,7 +744,7 @@ final class CompletionLoop implements Runnable {
 
     /** Lets channels still closing finish (their drain deadlines bound it), then closes the queue. */
     private void drainAndClose(Completions batch) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(FINAL_DRAIN_MILLIS);
         try {
             while (load() > 0 && System.nanoTime() - deadline < 0) {
                 if (pollOnce(batch, 1) == 0) {
@@ -685,8 +757,27 @@ final class CompletionLoop implements Runnable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        int left = load();
+        if (left > 0) {
+            // nobody will poll for them any more: released here and now, as when a loop dies, so that the queue and
+            // the pool go with no queue pair left on them
+            LOG.warn("{}: {} channels still open when the loop stopped; releasing them", name, left);
+            FabricException why = new FabricException("completion loop " + name + " stopped with the connection "
+                    + "still open");
+            for (int i = 0, n = channels.length(); i < n; i++) {
+                RdmaChannelImpl ch = channels.get(i);
+                if (ch != null) {
+                    try {
+                        ch.loopFailed(why);
+                    } catch (RuntimeException | Error t) {
+                        LOG.error("{}: releasing channel {} failed", name, ch.id(), t);
+                    }
+                }
+            }
+        }
         if (load() > 0) {
-            LOG.warn("{}: {} channels still open when the loop stopped", name, load());
+            LOG.error("{}: {} channels could not be released; their completion queue is kept", name, load());
+            return;
         }
         closePool();
         cq.close();

@@ -56,18 +56,8 @@ final class HandshakeDeadline implements QueuePairEvents {
         if (!pending.compareAndSet(true, false)) {
             return;
         }
-        if (channel.state() != ChannelState.CONNECTING) {
-            // opened by the peer's first frame before rdma_cm's ESTABLISHED event (the peer completed the
-            // handshake, as far as we need), or already failing for a reason of its own (a protocol error in such
-            // a frame): its teardown goes on, with that reason
-            return;
-        }
         try {
-            FabricException why = new FabricException("connection " + channel.id() + " from "
-                    + RdmaTransport.describe(channel.remoteAddress()) + " did not complete its handshake within "
-                    + timeout.toMillis() + " ms (raise handshakeTimeout); its queue pair and memory are released");
-            LOG.warn("{}", why.getMessage());
-            channel.abortUnestablished(why, true);
+            channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
         } catch (RuntimeException | Error e) {
             LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
         }

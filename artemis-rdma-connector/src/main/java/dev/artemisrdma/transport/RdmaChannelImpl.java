@@ -86,8 +86,11 @@ final class RdmaChannelImpl implements RdmaChannel {
     private RegisteredMemory memory;
     private QueuePair qp;
     private int receivesOutstanding;
-    /** The loop's empty-poll count when a shared channel's drain was first checked; -1 before (loop thread). */
-    private long drainPollMark = -1;
+    /**
+     * The loop's poll count when a shared channel's drain was first checked, after the drain began; -1 before (loop
+     * thread). The drain is proven by a poll that began after it and found the queue drained.
+     */
+    private long drainFence = -1;
     private FabricException cause;
     private boolean closeRequested;
     private boolean goodbyeSent;
@@ -320,14 +323,25 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
-    /** The queue pair exists: size the send side by what it really got, and post every receive. */
+    /**
+     * The queue pair exists: size the send side by what it really got, and post every receive. From this call on the
+     * queue pair is this channel's, whatever follows: the fabric hands it over and never destroys it, the channel does
+     * (on a failure here, through {@link #abortUnestablished}, which the transport calls). Only a CONNECTING channel
+     * takes one: a channel released meanwhile (its handshake deadline passed, or its loop died, while the accept was
+     * under way) has no memory to post receives into and no loop to poll them, so the queue pair is destroyed here.
+     */
     private void attach(QueuePair queuePair) throws FabricException {
         lock.lock();
         try {
+            if (state != ChannelState.CONNECTING) {
+                queuePair.close();
+                throw new FabricException("channel " + id + " (" + describe(remote) + ") was " + state
+                        + " before its queue pair was ready" + (cause == null ? "" : ": " + cause.getMessage()));
+            }
             qp = queuePair;
             qpNumber = queuePair.qpNumber();
             if (loop.failure() != null) {
-                throw loop.failure(); // its queue outlives us only until we let go: the caller destroys qp
+                throw loop.failure(); // its queue outlives us only until we let go: the abort destroys qp
             }
             local = queuePair.localAddress();
             QueuePairCaps caps = queuePair.caps();
@@ -454,6 +468,33 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /**
+     * The handshake deadline passed (timer thread). Decided under the lock, so that the peer's first frame or rdma_cm's
+     * ESTABLISHED, which open the channel under it, either came first (the deadline does nothing) or come too late
+     * (the channel is already released). Returns whether the deadline released the channel.
+     */
+    boolean expireHandshake(java.time.Duration timeout) {
+        FabricException why;
+        boolean releasedHere;
+        lock.lock();
+        try {
+            if (state != ChannelState.CONNECTING) {
+                // opened by the peer's first frame before rdma_cm's ESTABLISHED event, or already failing for a
+                // reason of its own: its teardown goes on, with that reason
+                return false;
+            }
+            why = new FabricException("connection " + id + " from " + describe(remote) + " did not complete its "
+                    + "handshake within " + timeout.toMillis() + " ms (raise handshakeTimeout); its queue pair and "
+                    + "memory are released");
+            releasedHere = beginAbortLocked(why, true, false);
+        } finally {
+            lock.unlock();
+        }
+        LOG.warn("{}", why.getMessage());
+        finishAbort(releasedHere);
+        return true;
+    }
+
+    /**
      * Connect or accept failed before the channel was established: release what bind/attach took. The queue pair
      * is destroyed here; the memory is released by the loop thread (a completion already polled may still be read
      * there), which this waits for, briefly.
@@ -467,12 +508,27 @@ final class RdmaChannelImpl implements RdmaChannel {
      * is released here (nobody else would).
      */
     private void abortUnestablished(FabricException why, boolean notifyHandler, boolean loopGone) {
-        boolean releaseHere;
+        boolean releasedHere;
         lock.lock();
         try {
-            if (state == ChannelState.CLOSED || state == ChannelState.RELEASING) {
-                return;
-            }
+            releasedHere = beginAbortLocked(why, notifyHandler, loopGone);
+        } finally {
+            lock.unlock();
+        }
+        finishAbort(releasedHere);
+    }
+
+    /**
+     * The queue pair goes at once, and the memory too when no loop thread will release it (no loop slot taken, or the
+     * loop is dead and polls nothing any more); else the loop releases it at its next tick (RELEASING). A channel
+     * already RELEASING whose loop is gone is released here: nobody else would. Returns whether it was released here.
+     */
+    private boolean beginAbortLocked(FabricException why, boolean notifyHandler, boolean loopGone) {
+        boolean noLoopWillRelease = index < 0 || loopGone || (loop != null && loop.failure() != null);
+        if (state == ChannelState.CLOSED || (state == ChannelState.RELEASING && !noLoopWillRelease)) {
+            return false;
+        }
+        if (state != ChannelState.RELEASING) {
             silent = !notifyHandler; // before any thread can see the channel closing
             if (state == ChannelState.OPEN || state == ChannelState.CLOSING) {
                 beginDisconnectLocked(why);
@@ -484,18 +540,18 @@ final class RdmaChannelImpl implements RdmaChannel {
                 qp.close(); // never established, or established and failed: the fabric flushed nothing we wait for
                 receivesOutstanding = 0;
             }
-            // no loop slot taken, or the loop is dead (it polls nothing any more): no loop thread will release it
-            releaseHere = index < 0 || loopGone || (loop != null && loop.failure() != null);
-            if (releaseHere) {
-                moveTo(ChannelState.CLOSED);
-                releaseLocked();
-            } else {
-                moveTo(ChannelState.RELEASING);
-            }
-        } finally {
-            lock.unlock();
         }
-        if (releaseHere) {
+        if (noLoopWillRelease) {
+            moveTo(ChannelState.CLOSED);
+            releaseLocked();
+            return true;
+        }
+        moveTo(ChannelState.RELEASING);
+        return false;
+    }
+
+    private void finishAbort(boolean releasedHere) {
+        if (releasedHere) {
             notifyClosed();
         } else {
             awaitClosed(CLOSE_GRACE_NANOS);
@@ -510,13 +566,15 @@ final class RdmaChannelImpl implements RdmaChannel {
     void loopFailed(FabricException why) {
         lock.lock();
         try {
-            if (qp == null || state == ChannelState.CLOSED) {
-                return;
+            if (state == ChannelState.CLOSED || (qp == null && state != ChannelState.RELEASING)) {
+                return; // released already, or not attached yet (attach refuses, and its abort releases)
             }
             if (cause == null) {
                 cause = why; // before the disconnect event can offer a lesser reason
             }
-            qp.disconnect();
+            if (qp != null) {
+                qp.disconnect();
+            }
         } finally {
             lock.unlock();
         }
@@ -1272,18 +1330,20 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /**
      * On the shared pool, no receive of ours is flushed to mark the end of the peer's SENDs: their completions sit in
-     * the loop's queue, ahead of the disconnect that started this drain. Drained once the loop has polled its queue
-     * empty after the first look here (loop thread), so a frame the peer sent before closing is never dropped.
+     * the loop's queue, ahead of the disconnect that started this drain. Drained once a poll that began after the
+     * first look here (loop thread, so after the drain began) found the queue drained: a frame the peer sent before
+     * closing is never dropped. A poll that began earlier proves nothing, even one that ends after this look (the
+     * batch being handled now): the peer's last SENDs may have completed after it began.
      */
     private boolean sharedReceivesSettled() {
         if (sharedAllocation == null || loop == null || loop.failure() != null) {
             return true;
         }
-        if (drainPollMark < 0) {
-            drainPollMark = loop.emptyPolls();
+        if (drainFence < 0) {
+            drainFence = loop.pollsBegun();
             return false;
         }
-        return loop.emptyPolls() > drainPollMark;
+        return loop.drainedSince(drainFence);
     }
 
     /** Destroy the queue pair, then release what its work requests pointed at, then the connection's memory. */

@@ -47,6 +47,8 @@ public final class RdmaTransport implements AutoCloseable {
     /** What all completion loops of this transport may spin together. */
     private final SpinBudget spinBudget = new SpinBudget();
     private volatile boolean closed;
+    /** How long closing waits for each completion loop's thread (see {@link CompletionLoop#stop}). */
+    private volatile long loopStopWaitMillis = CompletionLoop.STOP_WAIT_MILLIS;
 
     private RdmaTransport(Fabric fabric, TransportConfig config) {
         this.fabric = fabric;
@@ -110,11 +112,16 @@ public final class RdmaTransport implements AutoCloseable {
         }
         devices.remove(res.device, res);
         for (CompletionLoop loop : res.loops) {
-            loop.stop();
+            loop.requestStop();
         }
-        res.pool.close();
-        LOG.info("{}: released the completion loops and memory of the removed device {}", name, res.device.name());
-        fabric.releaseDevice(res.device, deviceListener);
+        for (CompletionLoop loop : res.loops) {
+            loop.stop(loopStopWaitMillis);
+        }
+        res.releaseAfterLoops(() -> {
+            LOG.info("{}: released the completion loops and memory of the removed device {}", name,
+                    res.device.name());
+            fabric.releaseDevice(res.device, deviceListener);
+        });
     }
 
     public static RdmaTransport create(Fabric fabric, TransportConfig config) {
@@ -122,6 +129,12 @@ public final class RdmaTransport implements AutoCloseable {
             throw new IllegalArgumentException("fabric and config are required");
         }
         return new RdmaTransport(fabric, config);
+    }
+
+    /** Tests: a shorter wait for loop threads at close, to see what happens to one that outlives it. */
+    RdmaTransport loopStopWait(java.time.Duration wait) {
+        loopStopWaitMillis = wait.toMillis();
+        return this;
     }
 
     public TransportConfig config() {
@@ -541,11 +554,11 @@ public final class RdmaTransport implements AutoCloseable {
         }
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.loops) {
-                loop.stop();
+                loop.stop(loopStopWaitMillis);
             }
         }
         for (DeviceResources res : devices.values()) {
-            res.pool.close();
+            res.releaseAfterLoops(() -> { });
         }
         devices.clear();
         fabric.removeDeviceListener(deviceListener);
@@ -598,6 +611,26 @@ public final class RdmaTransport implements AutoCloseable {
             loops.add(loop);
             allLoops.add(loop);
             return loop;
+        }
+
+        /**
+         * Deregisters the send buffers once every loop made on the device has exited (a loop thread still running,
+         * stuck in a handler or still draining, may post from them), then runs {@code then}: at once when they all
+         * have, else on the last loop thread to exit.
+         */
+        void releaseAfterLoops(Runnable then) {
+            java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger(
+                    allLoops.size() + 1);
+            Runnable last = () -> {
+                if (running.decrementAndGet() == 0) {
+                    pool.close();
+                    then.run();
+                }
+            };
+            for (CompletionLoop loop : allLoops) {
+                loop.whenExited(last);
+            }
+            last.run();
         }
 
         /** Whether a shared pool of a loop in service is recalling grown windows now. */

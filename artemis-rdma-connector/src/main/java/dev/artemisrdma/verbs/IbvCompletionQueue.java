@@ -20,6 +20,12 @@ public final class IbvCompletionQueue implements AutoCloseable {
     private final NativeStruct eventContext = new NativeStruct(8);
     private int unackedEvents;
     private volatile boolean closed;
+    /**
+     * The one thread that polls and waits on this queue, set by its first poll. Only that thread may destroy the
+     * queue while it lives: a destroy from elsewhere could free the queue under a poll in progress (JNI reads it
+     * without a lock, which is the point of the data path), so it is refused and the queue kept.
+     */
+    private volatile Thread poller;
 
     IbvCompletionQueue(RdmaDevice device, int entries) throws VerbsException {
         if (entries < 1 || entries > device.maxCqe()) {
@@ -71,6 +77,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
     /** Polls up to {@code out.capacity()} completions; returns how many. */
     public int poll(WorkCompletions out) throws VerbsException {
         checkOpen();
+        claimPoller();
         int n = DataPath.pollCq(cq, out.capacity(), out.address());
         if (n < 0) {
             out.setCount(0);
@@ -86,6 +93,7 @@ public final class IbvCompletionQueue implements AutoCloseable {
      */
     public int pollSpinning(WorkCompletions out, int spins) throws VerbsException {
         checkOpen();
+        claimPoller();
         if (spins < 1) {
             throw new IllegalArgumentException("spins must be positive");
         }
@@ -138,16 +146,32 @@ public final class IbvCompletionQueue implements AutoCloseable {
         }
     }
 
+    private void claimPoller() {
+        if (poller != Thread.currentThread()) {
+            poller = Thread.currentThread(); // a new poller only after the last one stopped (CompletionLoop)
+        }
+    }
+
     private void checkOpen() throws VerbsException {
         if (closed) {
             throw new VerbsException("completion queue on " + device.name() + " is closed");
         }
     }
 
-    /** Destroys the CQ, then its channel; every queue pair using it must be destroyed first. */
+    /**
+     * Destroys the CQ, then its channel; every queue pair using it must be destroyed first. Refused (logged, the
+     * queue kept until the process ends) when called on another thread while the thread that polls it still runs.
+     */
     @Override
     public synchronized void close() {
         if (closed) {
+            return;
+        }
+        Thread t = poller;
+        if (t != null && t != Thread.currentThread() && t.isAlive()) {
+            org.slf4j.LoggerFactory.getLogger(IbvCompletionQueue.class).warn("completion queue on {} not destroyed: "
+                    + "its poller thread {} is still running (it is kept until the process ends)", device.name(),
+                    t.getName());
             return;
         }
         closed = true;

@@ -17,6 +17,11 @@ public final class RdmaCmId implements AutoCloseable {
 
     private final long id;
     private IbvQueuePair queuePair;
+    /**
+     * Set once by {@link #close}. Every method that passes {@link #id} to librdmacm, or reads the struct behind it,
+     * holds this object's monitor and checks it: the connection-manager thread, a closing transport and a timer
+     * may all reach one id, and a call on a destroyed id reads freed memory.
+     */
     private boolean closed;
 
     private RdmaCmId(long id) {
@@ -44,7 +49,7 @@ public final class RdmaCmId implements AutoCloseable {
         return id;
     }
 
-    public void bind(String host, int port) throws VerbsException {
+    public synchronized void bind(String host, int port) throws VerbsException {
         checkOpen();
         try (SocketAddresses.AddrInfo info = SocketAddresses.resolve(host, port, true)) {
             if (RdmaCm.rdma_bind_addr(id, info.sourceAddress()) != 0) {
@@ -58,7 +63,7 @@ public final class RdmaCmId implements AutoCloseable {
      * RDMA_OPTION_ID_TOS). Set before rdma_resolve_route (active side) or rdma_listen; rdma_cm puts it into the
      * route's traffic class and so into the queue pair's address vector.
      */
-    public void setTypeOfService(int tos) throws VerbsException {
+    public synchronized void setTypeOfService(int tos) throws VerbsException {
         checkOpen();
         if (tos < 0 || tos > 255) {
             throw new IllegalArgumentException("type of service must be 0..255, got " + tos);
@@ -71,7 +76,7 @@ public final class RdmaCmId implements AutoCloseable {
         }
     }
 
-    public void listen(int backlog) throws VerbsException {
+    public synchronized void listen(int backlog) throws VerbsException {
         checkOpen();
         if (RdmaCm.rdma_listen(id, backlog) != 0) {
             throw VerbsException.fromErrno("rdma_listen", "on " + localAddress());
@@ -79,7 +84,7 @@ public final class RdmaCmId implements AutoCloseable {
     }
 
     /** Starts address resolution; RDMA_CM_EVENT_ADDR_RESOLVED or ADDR_ERROR follows. */
-    public void resolveAddress(String host, int port, int timeoutMillis) throws VerbsException {
+    public synchronized void resolveAddress(String host, int port, int timeoutMillis) throws VerbsException {
         checkOpen();
         try (SocketAddresses.AddrInfo info = SocketAddresses.resolve(host, port, false)) {
             if (RdmaCm.rdma_resolve_addr(id, 0, info.destinationAddress(), timeoutMillis) != 0) {
@@ -89,7 +94,7 @@ public final class RdmaCmId implements AutoCloseable {
     }
 
     /** Starts route resolution; RDMA_CM_EVENT_ROUTE_RESOLVED or ROUTE_ERROR follows. */
-    public void resolveRoute(int timeoutMillis) throws VerbsException {
+    public synchronized void resolveRoute(int timeoutMillis) throws VerbsException {
         checkOpen();
         if (RdmaCm.rdma_resolve_route(id, timeoutMillis) != 0) {
             throw VerbsException.fromErrno("rdma_resolve_route", "for " + describePeer());
@@ -97,13 +102,13 @@ public final class RdmaCmId implements AutoCloseable {
     }
 
     /** The verbs context (device) the id is bound to, 0 before address resolution. */
-    public long verbsContext() {
-        return NativeStruct.readPointer(id, Abi.CM_ID_VERBS);
+    public synchronized long verbsContext() {
+        return closed ? 0 : NativeStruct.readPointer(id, Abi.CM_ID_VERBS);
     }
 
     /** The port of its device the id is bound to (rdma_cm_id.port_num), 0 before address resolution. */
-    public int portNumber() {
-        return new com.sun.jna.Pointer(id).getByte(Abi.CM_ID_PORT_NUM) & 0xff;
+    public synchronized int portNumber() {
+        return closed ? 0 : new com.sun.jna.Pointer(id).getByte(Abi.CM_ID_PORT_NUM) & 0xff;
     }
 
     /** The device among {@code devices} this id resolved to. */
@@ -129,7 +134,7 @@ public final class RdmaCmId implements AutoCloseable {
      * As {@link #createQueuePair(RdmaDevice, IbvCompletionQueue, IbvCompletionQueue, QueuePairCapabilities)}; with
      * {@code srq} the queue pair takes its receives from that shared receive queue (its own receive depth is 0).
      */
-    public IbvQueuePair createQueuePair(RdmaDevice device, IbvCompletionQueue sendCq, IbvCompletionQueue recvCq,
+    public synchronized IbvQueuePair createQueuePair(RdmaDevice device, IbvCompletionQueue sendCq, IbvCompletionQueue recvCq,
                                         QueuePairCapabilities wanted, IbvSharedReceiveQueue srq)
             throws VerbsException {
         checkOpen();
@@ -198,12 +203,12 @@ public final class RdmaCmId implements AutoCloseable {
         }
     }
 
-    public IbvQueuePair queuePair() {
+    public synchronized IbvQueuePair queuePair() {
         return queuePair;
     }
 
     /** rdma_connect; ESTABLISHED (with the peer's reply data), REJECTED, UNREACHABLE or CONNECT_ERROR follows. */
-    public void connect(byte[] privateData, int retryCount, int rnrRetryCount) throws VerbsException {
+    public synchronized void connect(byte[] privateData, int retryCount, int rnrRetryCount) throws VerbsException {
         checkOpen();
         checkPrivateData(privateData, 56, "rdma_connect");
         try (ConnParam param = new ConnParam(privateData, retryCount, rnrRetryCount)) {
@@ -217,7 +222,7 @@ public final class RdmaCmId implements AutoCloseable {
      * rdma_accept. {@code rnrRetryCount} tells the <em>peer</em> how to retry its sends when we have no receive
      * posted (rdma_connect(3)); 0 makes a missing receive fail the peer's send at once.
      */
-    public void accept(byte[] privateData, int rnrRetryCount) throws VerbsException {
+    public synchronized void accept(byte[] privateData, int rnrRetryCount) throws VerbsException {
         checkOpen();
         checkPrivateData(privateData, 196, "rdma_accept");
         try (ConnParam param = new ConnParam(privateData, 7, rnrRetryCount)) {
@@ -227,7 +232,7 @@ public final class RdmaCmId implements AutoCloseable {
         }
     }
 
-    public void reject(byte[] reason) throws VerbsException {
+    public synchronized void reject(byte[] reason) throws VerbsException {
         checkOpen();
         checkPrivateData(reason, 148, "rdma_reject");
         try (NativeStruct data = new NativeStruct(Math.max(1, reason.length))) {
@@ -245,7 +250,7 @@ public final class RdmaCmId implements AutoCloseable {
      * rdma_cm had established it already, which is no error: the IB CM answers EISCONN, rdma_cm itself EINVAL once
      * its id left the connecting state (established, or already disconnecting).
      */
-    public boolean notifyCommunicationEstablished() throws VerbsException {
+    public synchronized boolean notifyCommunicationEstablished() throws VerbsException {
         checkOpen();
         if (RdmaCm.rdma_notify(id, IbvEventType.COMM_EST.ordinal()) != 0) {
             int errno = Errno.last();
@@ -258,7 +263,7 @@ public final class RdmaCmId implements AutoCloseable {
     }
 
     /** rdma_disconnect: the queue pair moves to error and outstanding work requests flush. */
-    public void disconnect() throws VerbsException {
+    public synchronized void disconnect() throws VerbsException {
         checkOpen();
         if (RdmaCm.rdma_disconnect(id) != 0) {
             throw VerbsException.fromErrno("rdma_disconnect", "from " + describePeer());
@@ -266,18 +271,18 @@ public final class RdmaCmId implements AutoCloseable {
     }
 
     /** rdma_destroy_qp; the caller has drained (or abandoned) every work request of the queue pair. */
-    public void destroyQueuePair() {
+    public synchronized void destroyQueuePair() {
         if (queuePair != null && !queuePair.isDestroyed()) {
             queuePair.markDestroyed();
             RdmaCm.rdma_destroy_qp(id);
         }
     }
 
-    public InetSocketAddress localAddress() {
+    public synchronized InetSocketAddress localAddress() {
         return closed ? null : SocketAddresses.decode(id + Abi.CM_ID_SRC_ADDR);
     }
 
-    public InetSocketAddress peerAddress() {
+    public synchronized InetSocketAddress peerAddress() {
         return closed ? null : SocketAddresses.decode(id + Abi.CM_ID_DST_ADDR);
     }
 
@@ -301,7 +306,7 @@ public final class RdmaCmId implements AutoCloseable {
 
     /** Destroys the queue pair (if still there) and the id. */
     @Override
-    public void close() {
+    public synchronized void close() {
         if (closed) {
             return;
         }
