@@ -83,6 +83,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private boolean flushLeftToLoop;
     private volatile int index = -1; // read by the loop thread
     private int reservedEntries;
+    /** See {@link #queuePairPending(boolean)} (under {@link #lock}). */
+    private boolean queuePairPending;
     private RegisteredMemory memory;
     private QueuePair qp;
     private int receivesOutstanding;
@@ -233,6 +235,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             @Override
             public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
                 bindUnlessBound(device);
+                queuePairPending(true);
                 if (sharesReceives) {
                     return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), 1, 2, 1,
                             config.maxInlineData(), sharedPool.queue());
@@ -333,8 +336,10 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void attach(QueuePair queuePair) throws FabricException {
         lock.lock();
         try {
+            queuePairPending = false;
             if (state != ChannelState.CONNECTING) {
                 queuePair.close();
+                releaseDeferredSlotLocked(); // the queue pair that kept the loop's queue from going is gone
                 throw new FabricException("channel " + id + " (" + describe(remote) + ") was " + state
                         + " before its queue pair was ready" + (cause == null ? "" : ": " + cause.getMessage()));
             }
@@ -1371,6 +1376,40 @@ final class RdmaChannelImpl implements RdmaChannel {
             memory.close();
             memory = null;
         }
+        if (!queuePairPending) {
+            releaseDeferredSlotLocked();
+        }
+    }
+
+    /**
+     * The fabric is creating a queue pair on this channel's loop's completion queue (and shared receive queue) from
+     * the spec it got, or has not yet said what became of it: until it hands the queue pair over ({@link #attach}) or
+     * the connect or accept has failed ({@link #queuePairSetupEnded}), the loop slot stays taken even if the channel
+     * is released meanwhile, so that the loop's queues are not destroyed under a queue pair still using them.
+     */
+    private void queuePairPending(boolean pending) {
+        lock.lock();
+        try {
+            queuePairPending = pending;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The transport's connect or accept failed: a queue pair the fabric was creating is gone, or ours to abort. */
+    void queuePairSetupEnded() {
+        lock.lock();
+        try {
+            queuePairPending = false;
+            if (state == ChannelState.CLOSED) {
+                releaseDeferredSlotLocked();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void releaseDeferredSlotLocked() {
         if (loop != null && index >= 0) {
             loop.unregister(index, reservedEntries);
             index = -1;

@@ -172,6 +172,7 @@ public final class RdmaTransport implements AutoCloseable {
         try {
             qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
         } catch (ConnectionRejectedException e) {
+            ch.queuePairSetupEnded();
             String reason = Handshake.decodeReject(e.rejectData());
             // not one of ours (no listener, or not our protocol there): the fabric's own words say more
             FabricException why = new FabricException(Handshake.isOurReject(e.rejectData())
@@ -181,6 +182,7 @@ public final class RdmaTransport implements AutoCloseable {
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
             throw why;
         } catch (FabricException | RuntimeException e) {
+            ch.queuePairSetupEnded();
             ch.abortUnestablished(e instanceof FabricException ? (FabricException) e
                     : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
             throw e;
@@ -262,6 +264,7 @@ public final class RdmaTransport implements AutoCloseable {
                     deadline);
         } catch (FabricException | RuntimeException e) {
             deadline.cancel();
+            ch.queuePairSetupEnded();
             LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress), e.getMessage());
             try {
                 request.reject(Handshake.encodeReject("server cannot take the connection: " + e.getMessage()));

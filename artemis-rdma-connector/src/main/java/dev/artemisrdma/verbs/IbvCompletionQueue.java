@@ -146,6 +146,10 @@ public final class IbvCompletionQueue implements AutoCloseable {
         }
     }
 
+    public boolean isClosed() {
+        return closed;
+    }
+
     private void claimPoller() {
         if (poller != Thread.currentThread()) {
             poller = Thread.currentThread(); // a new poller only after the last one stopped (CompletionLoop)

@@ -74,6 +74,22 @@ public final class IbvMemoryRegion implements AutoCloseable {
         return closed;
     }
 
+    /**
+     * Deregisters the region but leaves its pages mapped (leaked until the process ends): for a region whose owner
+     * still lends a buffer out of it when its device must go. The device lets go of the pages; the buffer stays
+     * valid memory (a post with its lkey now fails with a protection error instead of crashing the JVM).
+     */
+    public synchronized void deregisterKeepingPages() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        int rc = IbVerbs.ibv_dereg_mr(mr);
+        org.slf4j.LoggerFactory.getLogger(IbvMemoryRegion.class).warn("deregistered {} bytes on {} with a buffer still "
+                + "in use; its pages stay mapped until the process ends{}", length, device.name(),
+                rc == 0 ? "" : " (ibv_dereg_mr failed: " + Errno.describe(rc) + ")");
+    }
+
     @Override
     public synchronized void close() {
         if (closed) {

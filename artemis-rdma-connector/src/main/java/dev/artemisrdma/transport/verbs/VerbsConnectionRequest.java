@@ -51,11 +51,13 @@ final class VerbsConnectionRequest implements ConnectionRequest {
         }
         decided = true;
         VerbsQueuePair qp = null;
+        boolean handedOver = false;
         try {
             qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), privateData, events);
             fabric.route(id.address(), qp::onEvent);
             fabric.own(qp);
             fabric.track(qp, qp.portNumber());
+            handedOver = true;
             setup.prepare(qp); // receives are posted before the peer can send
             id.accept(replyData, rnrRetryCount);
             return qp;
@@ -65,7 +67,10 @@ final class VerbsConnectionRequest implements ConnectionRequest {
             } catch (VerbsException | RuntimeException ignored) {
                 // the id is destroyed below
             }
-            if (qp != null) {
+            if (handedOver) {
+                // the channel's now (ConnectionSetup.prepare): its abort destroys it, under its own lock, so no
+                // post of its loop races the destroy
+            } else if (qp != null) {
                 qp.close();
             } else {
                 fabric.unroute(id.address());

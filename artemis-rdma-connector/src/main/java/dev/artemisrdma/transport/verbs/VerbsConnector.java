@@ -123,13 +123,15 @@ final class VerbsConnector {
         }
     }
 
-    /** Releases everything after a failure or timeout; a late event then finds no route. */
+    /**
+     * Releases what is still ours after a failure or timeout; a late event then finds no route. A queue pair handed to
+     * {@link ConnectionSetup#prepare} is the channel's, which destroys it in its abort (the transport's connect runs
+     * it on every failure), under its own lock: destroying it here could race a post of its loop.
+     */
     private synchronized void abandon() {
         result.cancel(false);
         fabric.unroute(id.address());
-        if (qp != null) {
-            qp.close();
-        } else {
+        if (qp == null) {
             id.close();
         }
     }

@@ -71,24 +71,58 @@ final class VerbsDevice implements FabricDevice {
         }
     }
 
-    /** Releases memory and completion queues the transport left open (fabric close); SRQs before their memory. */
-    void closeResources() {
+    /**
+     * What this device's children still live at fabric close, described ("3 memory regions, 1 completion queue"), or
+     * null when none. Each has an owner that kept it on purpose (a send buffer still out, a loop thread that has not
+     * exited, a transport not closed): destroying it here could free memory under a buffer or a thread, so it is kept,
+     * and so is the device, until its owner releases it or the process ends.
+     */
+    String liveChildren() {
+        int memory = 0;
+        int queues = 0;
+        int shared = 0;
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            if (resource instanceof Srq) {
+                shared++;
+            } else if (resource instanceof Cq) {
+                queues++;
+            } else {
+                memory++;
+            }
+        }
+        if (memory + queues + shared == 0) {
+            return null;
+        }
+        return memory + " memory regions, " + queues + " completion queues, " + shared + " shared receive queues";
+    }
+
+    /**
+     * The device must go (removed, and every transport let go of it): what its owners kept is released as far as it
+     * safely can be. Shared receive queues first (their queue pairs are gone), then completion queues (one whose loop
+     * thread still runs refuses, see {@link IbvCompletionQueue#close}), then memory, deregistered with its pages kept
+     * mapped (a buffer lent out of it stays valid). Returns what could not go, described, or null.
+     */
+    String releaseLeftovers() {
         for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
             if (resource instanceof Srq srq) {
                 try {
                     srq.close();
                 } catch (RuntimeException ignored) {
-                    // logged by the binding; its memory is then left registered (the process is ending)
+                    // logged by the binding; its memory is then left registered
                 }
             }
         }
         for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
-            try {
-                resource.close();
-            } catch (Exception ignored) {
-                // best effort at shutdown
+            if (resource instanceof Cq cq) {
+                cq.close(); // kept while its poller still runs
             }
         }
+        for (AutoCloseable resource : live.toArray(new AutoCloseable[0])) {
+            if (resource instanceof Memory m) {
+                m.abandon();
+            }
+        }
+        return liveChildren();
     }
 
     @Override
@@ -129,6 +163,12 @@ final class VerbsDevice implements FabricDevice {
         public void close() {
             live.remove(this);
             region.close();
+        }
+
+        /** The device must go while this region's owner still lends out a buffer: deregister, keep the pages. */
+        void abandon() {
+            live.remove(this);
+            region.deregisterKeepingPages();
         }
     }
 
@@ -332,10 +372,14 @@ final class VerbsDevice implements FabricDevice {
             cq.wakeUp();
         }
 
+        /** Destroys the queue; refused, and nothing freed, while its poller thread still runs on another thread. */
         @Override
         public void close() {
-            live.remove(this);
             cq.close();
+            if (!cq.isClosed()) {
+                return; // kept, with the completions buffer its poller reads
+            }
+            live.remove(this);
             if (buffer != null) {
                 buffer.close();
             }

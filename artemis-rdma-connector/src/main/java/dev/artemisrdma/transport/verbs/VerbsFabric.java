@@ -295,7 +295,11 @@ public final class VerbsFabric implements Fabric {
                 return;
             }
             asyncEvents.unwatch(rdma);
-            device.closeResources();
+            String kept = device.releaseLeftovers();
+            if (kept != null) {
+                LOG.error("RDMA device {}: {} still in use by a running thread; kept, so the kernel cannot finish "
+                        + "removing the device until the process exits", device.name(), kept);
+            }
             devices.release(rdma);
             deviceByContext.remove(rdma);
         }
@@ -569,11 +573,30 @@ public final class VerbsFabric implements Fabric {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        if (cmThread.isAlive() || asyncThread.isAlive()) {
+            // a thread still in rdma_get_cm_event or the async read would read freed memory: keep what it uses
+            LOG.warn("the RDMA event threads did not stop within 2 s; their event channels and the devices are kept "
+                    + "until the process exits");
+            return;
+        }
         asyncEvents.close();
         eventChannel.close();
+        boolean kept = false;
         for (VerbsDevice device : deviceByContext.values()) {
-            device.closeResources();
+            String live = device.liveChildren();
+            if (live == null) {
+                continue;
+            }
+            LOG.warn("RDMA device {} still has {} at fabric close (close every transport first)", device.name(), live);
+            String left = device.releaseLeftovers();
+            if (left != null) {
+                kept = true;
+                LOG.warn("RDMA device {}: {} still in use by a running thread; they and the device are kept until the "
+                        + "process exits", device.name(), left);
+            }
         }
-        devices.close();
+        if (!kept) {
+            devices.close();
+        }
     }
 }
