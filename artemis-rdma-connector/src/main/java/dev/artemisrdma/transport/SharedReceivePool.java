@@ -124,7 +124,7 @@ final class SharedReceivePool implements AutoCloseable {
      */
     static SharedReceivePool create(String name, FabricDevice device, TransportConfig config) throws FabricException {
         int slots = config.sharedReceiveSlots();
-        long bytes = (long) slots * config.slotSize();
+        long bytes = config.sharedPoolBytes();
         if (bytes > Integer.MAX_VALUE) {
             throw new FabricException("shared receive pool of " + slots + " slots of " + config.slotSize()
                     + " bytes is too large for one registration; lower sharedReceiveSlots or slotSize");
@@ -138,7 +138,7 @@ final class SharedReceivePool implements AutoCloseable {
                         + " receives, sharedReceiveSlots asks " + slots);
             }
             SharedReceivePool pool = new SharedReceivePool(name, srq, memory, slots, config.slotSize(),
-                    Math.max(TransportConfig.SHARED_MIN_CREDITS, config.receiveSlots() + 1));
+                    config.sharedMaxCredits());
             RecvList all = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
                 pool.add(all, s);

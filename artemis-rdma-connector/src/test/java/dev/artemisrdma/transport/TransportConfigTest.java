@@ -131,4 +131,19 @@ class TransportConfigTest {
                 "sharedReceiveQueue", "false"));
         assertEquals(4L << 20, perConnection.maxRegisteredMemory());
     }
+
+    @Test
+    void derivedValuesComeFromTheConfiguration() {
+        TransportConfig c = TransportConfig.fromMap(Map.of("receiveSlots", "64", "creditThreshold", "64"));
+        assertEquals(65, c.postedReceives(), "receiveSlots and the reserve");
+        assertEquals(8, c.repostBatch());
+        assertEquals(56, c.creditThresholdInForce());
+        assertEquals(65 + 128, c.completionEntriesPerConnection(false));
+        assertEquals(128, c.completionEntriesPerConnection(true));
+        assertEquals(65 * 16384, c.receiveRegionBytes());
+        assertEquals(128 * 16, c.registeredBytesPerConnection(true));
+        assertEquals(512L * 16384, c.sharedPoolBytes());
+        assertEquals(65, c.sharedMaxCredits());
+        assertEquals(3, c.sharedCreditThreshold(TransportConfig.SHARED_MIN_CREDITS));
+    }
 }
