@@ -125,11 +125,7 @@ final class SharedReceivePool implements AutoCloseable {
     static SharedReceivePool create(String name, FabricDevice device, TransportConfig config) throws FabricException {
         int slots = config.sharedReceiveSlots();
         long bytes = config.sharedPoolBytes();
-        if (bytes > Integer.MAX_VALUE) {
-            throw new FabricException("shared receive pool of " + slots + " slots of " + config.slotSize()
-                    + " bytes is too large for one registration; lower sharedReceiveSlots or slotSize");
-        }
-        RegisteredMemory memory = device.register((int) bytes);
+        RegisteredMemory memory = device.register(Math.toIntExact(bytes)); // TransportConfig refuses larger pools
         SharedReceiveQueue srq = null;
         try {
             srq = device.createSharedReceiveQueue(slots);

@@ -75,6 +75,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final int MIN_FRAME_SIZE = 4096;
     /** Receives of a shared pool guaranteed to each connection on it (its initial credits). */
     public static final int SHARED_MIN_CREDITS = 4;
+    /** The most bytes one memory registration takes: the fabric registers an int length. */
+    public static final int MAX_REGISTRATION_BYTES = Integer.MAX_VALUE;
+    /** The longest timeout: timeouts become nanoseconds added to clock readings, which must not overflow. */
+    public static final Duration MAX_TIMEOUT = Duration.ofDays(365);
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
@@ -97,14 +101,23 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("completionQueueEntries", completionQueueEntries, 64, 1 << 24);
         range("rnrRetryCount", rnrRetryCount, 0, 7);
         range("retryCount", retryCount, 0, 7);
-        positive("connectTimeout", connectTimeout);
+        timeout("connectTimeout", connectTimeout);
         range("maxReassemblyBytes", maxReassemblyBytes, MIN_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT);
         range("reassemblyMemory", reassemblyMemory, maxReassemblyBytes, Long.MAX_VALUE);
-        positive("reassemblyTimeout", reassemblyTimeout);
-        positive("closeTimeout", closeTimeout);
-        positive("handshakeTimeout", handshakeTimeout);
+        timeout("reassemblyTimeout", reassemblyTimeout);
+        timeout("closeTimeout", closeTimeout);
+        timeout("handshakeTimeout", handshakeTimeout);
         range("maxRegisteredMemory", maxRegisteredMemory, 1 << 20, Long.MAX_VALUE);
         range("maxCompletionLoops", maxCompletionLoops, completionThreads, 256);
+        // products of the values above are refused here, naming their keys: in int arithmetic they would wrap (a
+        // 2 GiB receive region to 0 bytes, say) and be accepted
+        long registration = registrationBytes(receiveSlots, slotSize, sendQueueDepth);
+        if (registration > MAX_REGISTRATION_BYTES) {
+            throw new IllegalArgumentException("receiveSlots (" + receiveSlots + ") + 1 reserve x slotSize ("
+                    + slotSize + ") + sendQueueDepth (" + sendQueueDepth + ") x " + SendRing.HEADER_STRIDE
+                    + " header bytes = " + registration + " bytes of one connection's registration exceeds the "
+                    + MAX_REGISTRATION_BYTES + " bytes one registration takes; lower receiveSlots or slotSize");
+        }
         int perConnection = completionEntries(receiveSlots, sendQueueDepth, false);
         if (perConnection > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
@@ -119,6 +132,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
         // refused here rather than at every connection: a pool that can never be registered refuses them all
         long poolBytes = sharedPoolBytes(sharedReceiveSlots, slotSize);
+        if (sharedReceiveQueue && poolBytes > MAX_REGISTRATION_BYTES) {
+            throw new IllegalArgumentException("sharedReceiveSlots (" + sharedReceiveSlots + ") x slotSize ("
+                    + slotSize + ") = " + poolBytes + " bytes of one shared receive pool exceeds the "
+                    + MAX_REGISTRATION_BYTES + " bytes one registration takes; lower sharedReceiveSlots or slotSize,"
+                    + " or set sharedReceiveQueue=false");
+        }
         if (sharedReceiveQueue && poolBytes >= maxRegisteredMemory) {
             throw new IllegalArgumentException("maxRegisteredMemory: " + maxRegisteredMemory + " bytes cannot hold "
                     + "a shared receive pool (sharedReceiveSlots x slotSize = " + poolBytes
@@ -182,7 +201,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return completionEntries(receiveSlots, sendQueueDepth, sharesReceives);
     }
 
-    /** Bytes of a connection's receive slots: postedReceives x slotSize. */
+    /** Bytes of a connection's receive slots: postedReceives x slotSize (checked to fit one registration). */
     public int receiveRegionBytes() {
         return postedReceives() * slotSize;
     }
@@ -195,12 +214,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return (sharesReceives ? 0 : receiveRegionBytes()) + sendHeaderBytes(sendQueueDepth);
     }
 
-    /** Bytes of each completion loop's shared receive pool: sharedReceiveSlots x slotSize. */
+    /** Bytes of each completion loop's shared receive pool: sharedReceiveSlots x slotSize (checked when used). */
     public long sharedPoolBytes() {
         return sharedPoolBytes(sharedReceiveSlots, slotSize);
     }
 
-    // the formulas, taking the values as arguments so that the constructor can use them before the fields are set
+    // the formulas, taking the values as arguments so that the constructor can check them before the fields are set
 
     private static int postedReceives(int receiveSlots) {
         return receiveSlots + 1;
@@ -212,6 +231,11 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     private static int sendHeaderBytes(int sendQueueDepth) {
         return sendQueueDepth * SendRing.HEADER_STRIDE;
+    }
+
+    /** A connection's own registration on its own queue, in long: the constructor refuses what an int cannot hold. */
+    private static long registrationBytes(int receiveSlots, int slotSize, int sendQueueDepth) {
+        return (long) postedReceives(receiveSlots) * slotSize + sendHeaderBytes(sendQueueDepth);
     }
 
     private static long sharedPoolBytes(int sharedReceiveSlots, int slotSize) {
@@ -342,9 +366,13 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
     }
 
-    private static void positive(String key, Duration value) {
+    private static void timeout(String key, Duration value) {
         if (value == null || value.isNegative() || value.isZero()) {
             throw new IllegalArgumentException(key + ": must be positive, got " + value);
+        }
+        if (value.compareTo(MAX_TIMEOUT) > 0) {
+            throw new IllegalArgumentException(key + ": must be at most " + MAX_TIMEOUT + " (365 days), got "
+                    + value);
         }
     }
 
