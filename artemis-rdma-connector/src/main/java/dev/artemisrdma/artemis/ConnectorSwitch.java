@@ -52,7 +52,8 @@ final class ConnectorSwitch {
                 throw new IllegalArgumentException("RdmaAcceptorPlugin: connector '" + name + "' uses " + factory
                         + "; only tcp:// connectors can be switched to RDMA");
             }
-            RdmaParameters.check("RdmaAcceptorPlugin: connector '" + name + "' as an RDMA connector",
+            // validated now, so a bad key stops the broker; each connector made from it later parses its own map
+            RdmaParameters.parse("RdmaAcceptorPlugin: connector '" + name + "' as an RDMA connector",
                     connector.getCombinedParams(), RdmaParameters.CONNECTOR_KEYS);
             if (!RDMA.equals(factory)) {
                 connector.setFactoryClassName(RDMA);

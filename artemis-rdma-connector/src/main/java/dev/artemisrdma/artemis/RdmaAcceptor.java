@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.api.core.SimpleString;
 import org.apache.activemq.artemis.api.core.management.CoreNotificationType;
@@ -46,6 +47,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
     private final String name;
     private final ClusterConnection clusterConnection;
     private final Map<String, Object> configuration;
+    private final TransportConfig transportConfig;
     private final BufferHandler handler;
     private final ServerConnectionLifeCycleListener listener;
     private final Executor threadPool;
@@ -67,14 +69,15 @@ final class RdmaAcceptor extends AbstractAcceptor {
     private boolean started;
 
     RdmaAcceptor(String name, ClusterConnection clusterConnection, Map<String, Object> configuration,
-                 BufferHandler handler, ServerConnectionLifeCycleListener listener, Executor threadPool,
-                 ScheduledExecutorService scheduler, Map<String, ProtocolManager> protocolMap, ProtocolManager core,
-                 MetricsManager metricsManager) {
+                 TransportConfig transportConfig, BufferHandler handler, ServerConnectionLifeCycleListener listener,
+                 Executor threadPool, ScheduledExecutorService scheduler, Map<String, ProtocolManager> protocolMap,
+                 ProtocolManager core, MetricsManager metricsManager) {
         super(protocolMap);
         this.metricsManager = metricsManager;
         this.name = name;
         this.clusterConnection = clusterConnection;
         this.configuration = configuration;
+        this.transportConfig = transportConfig;
         this.handler = handler;
         this.listener = listener;
         this.threadPool = threadPool;
@@ -91,7 +94,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
         if (started) {
             return;
         }
-        lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+        lease = RdmaRuntime.acquire(transportConfig);
         ChannelTransport transport = lease.transport();
         metrics = new EndpointMetrics(() -> transport);
         try {

@@ -5,6 +5,7 @@ import java.util.Map;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ScheduledExecutorService;
 
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.client.ActiveMQClient;
 import org.apache.activemq.artemis.core.server.cluster.ClusterConnection;
 import org.apache.activemq.artemis.core.server.metrics.MetricsManager;
@@ -43,7 +44,7 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
         Map<String, Object> params = new HashMap<>(configuration);
         params.putAll(extraParams);
         String what = "RDMA acceptor '" + name + "'";
-        RdmaParameters.check(what, params, RdmaParameters.ACCEPTOR_KEYS);
+        TransportConfig transportConfig = RdmaParameters.parse(what, params, RdmaParameters.ACCEPTOR_KEYS);
         try {
             RdmaParameters.connectionsAllowed(params);
         } catch (IllegalArgumentException e) {
@@ -54,8 +55,8 @@ public class RdmaAcceptorFactory implements AcceptorFactory {
             throw new IllegalArgumentException(what + " carries the CORE protocol only, but its protocols setting '"
                     + params.get(RdmaParameters.PROTOCOLS) + "' leaves CORE out; set protocols=CORE or remove it");
         }
-        return new RdmaAcceptor(name, clusterConnection, params, handler, listener, threadPool, scheduledThreadPool,
-                protocolMap, core, metricsManager);
+        return new RdmaAcceptor(name, clusterConnection, params, transportConfig, handler, listener, threadPool,
+                scheduledThreadPool, protocolMap, core, metricsManager);
     }
 
     /** True when no protocols are set or they include CORE (the broker falls back to all when none is known). */

@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.spi.core.remoting.AbstractConnector;
 import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
 import org.apache.activemq.artemis.spi.core.remoting.ClientConnectionLifeCycleListener;
@@ -30,6 +31,7 @@ final class RdmaConnector extends AbstractConnector {
     private final ScheduledExecutorService scheduler;
     private final ClientProtocolManager protocolManager;
     private final InetSocketAddress target;
+    private final TransportConfig transportConfig;
     private final int batchDelay;
     private RdmaRuntime.Lease lease;
     private ClientMetrics.Group metrics;
@@ -38,8 +40,9 @@ final class RdmaConnector extends AbstractConnector {
     /** The last attempt failed: Artemis will retry with a new connector (see {@link #close()}). */
     private volatile boolean attemptFailed;
 
-    RdmaConnector(Map<String, Object> configuration, BufferHandler handler, ClientConnectionLifeCycleListener listener,
-                  Executor closeExecutor, ScheduledExecutorService scheduler, ClientProtocolManager protocolManager) {
+    RdmaConnector(Map<String, Object> configuration, TransportConfig transportConfig, BufferHandler handler,
+                  ClientConnectionLifeCycleListener listener, Executor closeExecutor, ScheduledExecutorService scheduler,
+                  ClientProtocolManager protocolManager) {
         super(configuration);
         this.handler = handler;
         this.listener = listener;
@@ -48,6 +51,7 @@ final class RdmaConnector extends AbstractConnector {
         this.protocolManager = protocolManager;
         this.target = new InetSocketAddress(RdmaParameters.host(configuration), RdmaParameters.port(configuration));
         this.batchDelay = RdmaParameters.batchDelay(configuration);
+        this.transportConfig = transportConfig;
     }
 
     @Override
@@ -56,7 +60,7 @@ final class RdmaConnector extends AbstractConnector {
             return;
         }
         try {
-            lease = RdmaRuntime.acquire(RdmaParameters.transportSettings(configuration));
+            lease = RdmaRuntime.acquire(transportConfig);
             metrics = ClientMetrics.join(RdmaParameters.metricsName(configuration), lease.transport());
         } catch (FabricException | RuntimeException e) {
             logger.error("RDMA connector to {}: cannot open the RDMA transport: {}", target, e.getMessage(), e);

@@ -4,6 +4,7 @@ import java.util.Map;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ScheduledExecutorService;
 
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
 import org.apache.activemq.artemis.spi.core.remoting.ClientConnectionLifeCycleListener;
 import org.apache.activemq.artemis.spi.core.remoting.ClientProtocolManager;
@@ -25,8 +26,9 @@ public class RdmaConnectorFactory implements ConnectorFactory {
                                      ClientConnectionLifeCycleListener listener, Executor closeExecutor,
                                      Executor threadPool, ScheduledExecutorService scheduledThreadPool,
                                      ClientProtocolManager protocolManager) {
-        RdmaParameters.check("RDMA connector", configuration, RdmaParameters.CONNECTOR_KEYS);
-        return new RdmaConnector(configuration, handler, listener, closeExecutor, scheduledThreadPool,
+        TransportConfig transportConfig = RdmaParameters.parse("RDMA connector", configuration,
+                RdmaParameters.CONNECTOR_KEYS);
+        return new RdmaConnector(configuration, transportConfig, handler, listener, closeExecutor, scheduledThreadPool,
                 protocolManager);
     }
 

@@ -78,10 +78,11 @@ public final class RdmaParameters {
     }
 
     /**
-     * Rejects any key not in {@code valid}, naming it and listing the valid keys, and any transport value the
-     * transport would refuse, naming its key.
+     * The transport configuration of {@code params}, parsed here once: the endpoint carries the typed value from
+     * then on. Rejects any key not in {@code valid}, naming it and listing the valid keys, and any transport value
+     * the transport would refuse, naming its key.
      */
-    static void check(String what, Map<String, ?> params, Set<String> valid) {
+    static TransportConfig parse(String what, Map<String, ?> params, Set<String> valid) {
         for (String key : params.keySet()) {
             if (!valid.contains(key)) {
                 throw new IllegalArgumentException(what + ": unknown parameter '" + key + "'; valid parameters are "
@@ -89,7 +90,7 @@ public final class RdmaParameters {
             }
         }
         try {
-            TransportConfig.fromMap(transportSettings(params));
+            return TransportConfig.fromMap(transportSettings(params));
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException(what + ": " + e.getMessage(), e);
         }
@@ -140,8 +141,8 @@ public final class RdmaParameters {
         return ConfigurationHelper.getBooleanProperty(DIRECT_DELIVER, DEFAULT_DIRECT_DELIVER, params);
     }
 
-    /** The transport tuning entries of {@code params}, in a stable order (also the key of a shared transport). */
-    static Map<String, Object> transportSettings(Map<String, ?> params) {
+    /** The transport tuning entries of {@code params}, in a stable order. */
+    private static Map<String, Object> transportSettings(Map<String, ?> params) {
         Map<String, Object> settings = new LinkedHashMap<>();
         for (String key : TRANSPORT_KEYS) {
             Object value = params.get(key);

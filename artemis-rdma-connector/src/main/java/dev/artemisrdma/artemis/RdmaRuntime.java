@@ -13,14 +13,15 @@ import java.util.function.Supplier;
 
 import dev.artemisrdma.transport.Fabric;
 import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.TransportConfig;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The process-wide RDMA runtime: one {@link Fabric}, and one transport per distinct set of tuning settings, shared by
- * every acceptor and connector in the JVM and reference-counted: created by the first {@link #acquire}, closed when the
- * last {@link Lease} is closed.
+ * The process-wide RDMA runtime: one {@link Fabric}, and one transport per distinct {@link TransportConfig} value,
+ * shared by every acceptor and connector in the JVM and reference-counted: created by the first {@link #acquire},
+ * closed when the last {@link Lease} is closed.
  *
  * <p><b>Choosing the fabric.</b> The system property {@value #FABRIC_PROPERTY} names a public class with a public
  * no-argument constructor implementing {@code java.util.function.Supplier<dev.artemisrdma.transport.Fabric>}; it is
@@ -43,7 +44,11 @@ public final class RdmaRuntime {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
     private static final Object LOCK = new Object();
-    private static final Map<Map<String, Object>, Shared> transports = new HashMap<>();
+    /**
+     * Keyed by the typed configuration's value, not by the parameters as written: a key spelled out with its default,
+     * or a size written {@code 65536} or {@code 64k}, is the same transport as the key left out.
+     */
+    private static final Map<TransportConfig, Shared> transports = new HashMap<>();
     private static Fabric fabric;
     /** Transports closing outside the lock: the fabric stays until they are done. */
     private static int closing;
@@ -56,7 +61,7 @@ public final class RdmaRuntime {
     private RdmaRuntime() {
     }
 
-    /** A share of the runtime: the transport for one set of settings, until closed. */
+    /** A share of the runtime: the transport for one configuration, until closed. */
     static final class Lease implements AutoCloseable {
         private final Shared shared;
         private boolean closed;
@@ -75,7 +80,7 @@ public final class RdmaRuntime {
                 if (!releaseLastLeaseLocked()) {
                     return;
                 }
-                transports.remove(shared.settings);
+                transports.remove(shared.config);
                 closing++;
             }
             retire(shared);
@@ -110,8 +115,8 @@ public final class RdmaRuntime {
                 Shared lingering = shared;
                 lingering.pendingClose = lingerTimer.schedule(() -> closeIfUnused(lingering), RETRY_LINGER_MS,
                         TimeUnit.MILLISECONDS);
-                logger.debug("RDMA transport with settings {} kept open {} ms for a retrying connector",
-                        lingering.settings, RETRY_LINGER_MS);
+                logger.debug("RDMA transport with {} kept open {} ms for a retrying connector",
+                        lingering.config, RETRY_LINGER_MS);
             }
         }
     }
@@ -119,17 +124,17 @@ public final class RdmaRuntime {
     /** The linger of a transport ran out: closes it unless an attempt took it up again meanwhile. */
     private static void closeIfUnused(Shared shared) {
         synchronized (LOCK) {
-            if (shared.leases > 0 || shared.pendingClose == null || transports.get(shared.settings) != shared) {
+            if (shared.leases > 0 || shared.pendingClose == null || transports.get(shared.config) != shared) {
                 return;
             }
             shared.pendingClose = null;
-            transports.remove(shared.settings);
+            transports.remove(shared.config);
             closing++;
         }
         try {
             retire(shared);
         } catch (RuntimeException e) {
-            logger.warn("RDMA transport with settings {}: closing it after its linger failed: {}", shared.settings,
+            logger.warn("RDMA transport with {}: closing it after its linger failed: {}", shared.config,
                     e.toString());
         }
     }
@@ -139,7 +144,7 @@ public final class RdmaRuntime {
         Fabric unused = null;
         try {
             shared.transport.close();
-            logger.debug("RDMA transport with settings {} closed", shared.settings);
+            logger.debug("RDMA transport with {} closed", shared.config);
         } finally {
             synchronized (LOCK) {
                 if (--closing == 0 && transports.isEmpty() && fabric != null) {
@@ -154,34 +159,33 @@ public final class RdmaRuntime {
     }
 
     private static final class Shared {
-        final Map<String, Object> settings;
+        final TransportConfig config;
         final ChannelTransport transport;
         int leases;
         /** The close scheduled when the last lease was closed by a retrying connector; null otherwise. */
         ScheduledFuture<?> pendingClose;
 
-        Shared(Map<String, Object> settings, ChannelTransport transport) {
-            this.settings = settings;
+        Shared(TransportConfig config, ChannelTransport transport) {
+            this.config = config;
             this.transport = transport;
         }
     }
 
     /**
-     * A lease on the transport for {@code settings} (transport tuning keys only), creating the fabric and the
-     * transport if this is their first user.
+     * A lease on the transport for {@code config}, creating the fabric and the transport if this is their first user.
      *
-     * @throws FabricException if the fabric cannot be opened or the settings are invalid (the message names the key)
+     * @throws FabricException if the fabric cannot be opened
      */
-    static Lease acquire(Map<String, Object> settings) throws FabricException {
+    static Lease acquire(TransportConfig config) throws FabricException {
         synchronized (LOCK) {
-            Shared shared = transports.get(settings);
+            Shared shared = transports.get(config);
             if (shared == null) {
                 boolean newFabric = fabric == null;
                 if (newFabric) {
                     fabric = createFabric();
                 }
                 try {
-                    shared = new Shared(Map.copyOf(settings), TransportAdapter.open(fabric, settings));
+                    shared = new Shared(config, TransportAdapter.open(fabric, config));
                 } catch (RuntimeException e) {
                     if (newFabric) {
                         closeFabric(fabric);
@@ -189,9 +193,9 @@ public final class RdmaRuntime {
                     }
                     throw e;
                 }
-                transports.put(shared.settings, shared);
+                transports.put(config, shared);
                 opened++;
-                logger.debug("RDMA transport opened with settings {}", settings);
+                logger.debug("RDMA transport opened with {}", config);
             }
             if (shared.pendingClose != null) { // a retrying connector's next attempt: the transport stays
                 shared.pendingClose.cancel(false);
@@ -261,7 +265,7 @@ public final class RdmaRuntime {
                     due.add(shared);
                 }
             }
-            due.forEach(shared -> transports.remove(shared.settings));
+            due.forEach(shared -> transports.remove(shared.config));
             closing += due.size();
         }
         due.forEach(RdmaRuntime::retire);

@@ -1,7 +1,6 @@
 package dev.artemisrdma.artemis;
 
 import java.net.InetSocketAddress;
-import java.util.Map;
 import java.util.function.Function;
 
 import dev.artemisrdma.transport.ChannelHandler;
@@ -22,9 +21,9 @@ final class TransportAdapter implements ChannelTransport {
         this.transport = transport;
     }
 
-    /** Opens a transport on {@code fabric} with {@code settings} (transport keys; a bad one is named). */
-    static ChannelTransport open(Fabric fabric, Map<String, Object> settings) {
-        return new TransportAdapter(RdmaTransport.create(fabric, TransportConfig.fromMap(settings)));
+    /** Opens a transport on {@code fabric} with {@code config}. */
+    static ChannelTransport open(Fabric fabric, TransportConfig config) {
+        return new TransportAdapter(RdmaTransport.create(fabric, config));
     }
 
     @Override

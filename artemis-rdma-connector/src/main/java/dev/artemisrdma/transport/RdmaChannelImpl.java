@@ -121,25 +121,12 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.remote = remote;
         this.local = local;
         this.handler = handler;
-        // one receive beyond the credits offered: the reserve that lets the last credit always return credit
-        this.slots = config.receiveSlots() + 1;
+        this.slots = config.postedReceives();
         this.slotSize = config.slotSize();
-        this.repostBatch = Math.max(1, Math.min(16, config.receiveSlots() / 8));
-        this.send = new SendSide(config, id, remote,
-                effectiveCreditThreshold(config.receiveSlots(), config.creditThreshold(), repostBatch));
+        this.repostBatch = config.repostBatch();
+        this.send = new SendSide(config, id, remote, config.creditThresholdInForce());
         this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
         send.credits().offered(slots); // what localParams() offers
-    }
-
-    /**
-     * The credit threshold in force: at most {@code receiveSlots - repostBatch}. When a one-way sender is down to its
-     * last credit (which it may spend only on a frame that returns credit) and has received everything, the receiver
-     * holds the other receiveSlots credits: fewer than repostBatch as consumed slots awaiting their repost, the rest
-     * reposted and owed. Unless the owed ones alone reach the threshold, no credit frame would ever go and both
-     * sides would wait for each other forever.
-     */
-    static int effectiveCreditThreshold(int receiveSlots, int creditThreshold, int repostBatch) {
-        return Math.max(1, Math.min(creditThreshold, receiveSlots - repostBatch));
     }
 
     /**
@@ -151,7 +138,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
         if (sharesReceives) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
-                    Math.max(TransportConfig.SHARED_MIN_CREDITS, slots));
+                    config.sharedMaxCredits());
         }
         return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
     }
@@ -167,8 +154,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             send.credits().offered(TransportConfig.SHARED_MIN_CREDITS); // what localParams() offers when shared
             // a one-way sender at its last credit leaves us holding allocation - 1 owed credits: the threshold must
             // not exceed that, starting from the minimum
-            send.credits().threshold(Math.max(1, Math.min(config.creditThreshold(),
-                    TransportConfig.SHARED_MIN_CREDITS - 1)));
+            send.credits().threshold(config.sharedCreditThreshold(TransportConfig.SHARED_MIN_CREDITS));
         } finally {
             lock.unlock();
         }
@@ -199,12 +185,12 @@ final class RdmaChannelImpl implements RdmaChannel {
      * shared pool the send budget alone (the loop reserves the pool's receives once).
      */
     int completionEntries() {
-        return sharesReceives ? config.sendQueueDepth() : slots + config.sendQueueDepth();
+        return config.completionEntriesPerConnection(sharesReceives);
     }
 
     /** Bytes of this connection's own registration: receive slots (unless shared) and send headers. */
     private int ownRegistrationBytes() {
-        return (sharesReceives ? 0 : slots * slotSize) + config.sendQueueDepth() * SendRing.HEADER_STRIDE;
+        return config.registeredBytesPerConnection(sharesReceives);
     }
 
     void setHandler(ChannelHandler handler) {
@@ -363,7 +349,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw new FabricException("channel " + id + ": queue pair takes " + caps.maxRecvWr()
                         + " receives, the transport posts " + slots);
             }
-            send.attach(queuePair, caps, memory, slots * slotSize, index, pool);
+            send.attach(queuePair, caps, memory, config.receiveRegionBytes(), index, pool);
             RecvList initial = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
                 receive.addReceive(initial, s);
@@ -1085,7 +1071,7 @@ final class RdmaChannelImpl implements RdmaChannel {
             return;
         }
         send.credits().reposted(granted);
-        send.credits().threshold(Math.max(1, Math.min(config.creditThreshold(), sharedAllocation.credits() - 1)));
+        send.credits().threshold(config.sharedCreditThreshold(sharedAllocation.credits()));
     }
 
     /**

@@ -124,12 +124,8 @@ final class SharedReceivePool implements AutoCloseable {
      */
     static SharedReceivePool create(String name, FabricDevice device, TransportConfig config) throws FabricException {
         int slots = config.sharedReceiveSlots();
-        long bytes = (long) slots * config.slotSize();
-        if (bytes > Integer.MAX_VALUE) {
-            throw new FabricException("shared receive pool of " + slots + " slots of " + config.slotSize()
-                    + " bytes is too large for one registration; lower sharedReceiveSlots or slotSize");
-        }
-        RegisteredMemory memory = device.register((int) bytes);
+        long bytes = config.sharedPoolBytes();
+        RegisteredMemory memory = device.register(Math.toIntExact(bytes)); // TransportConfig refuses larger pools
         SharedReceiveQueue srq = null;
         try {
             srq = device.createSharedReceiveQueue(slots);
@@ -138,7 +134,7 @@ final class SharedReceivePool implements AutoCloseable {
                         + " receives, sharedReceiveSlots asks " + slots);
             }
             SharedReceivePool pool = new SharedReceivePool(name, srq, memory, slots, config.slotSize(),
-                    Math.max(TransportConfig.SHARED_MIN_CREDITS, config.receiveSlots() + 1));
+                    config.sharedMaxCredits());
             RecvList all = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
                 pool.add(all, s);

@@ -75,6 +75,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final int MIN_FRAME_SIZE = 4096;
     /** Receives of a shared pool guaranteed to each connection on it (its initial credits). */
     public static final int SHARED_MIN_CREDITS = 4;
+    /** The most bytes one memory registration takes: the fabric registers an int length. */
+    public static final int MAX_REGISTRATION_BYTES = Integer.MAX_VALUE;
+    /** The longest timeout: timeouts become nanoseconds added to clock readings, which must not overflow. */
+    public static final Duration MAX_TIMEOUT = Duration.ofDays(365);
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
@@ -97,15 +101,24 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("completionQueueEntries", completionQueueEntries, 64, 1 << 24);
         range("rnrRetryCount", rnrRetryCount, 0, 7);
         range("retryCount", retryCount, 0, 7);
-        positive("connectTimeout", connectTimeout);
+        timeout("connectTimeout", connectTimeout);
         range("maxReassemblyBytes", maxReassemblyBytes, MIN_FRAME_SIZE, MAX_FRAME_SIZE_LIMIT);
         range("reassemblyMemory", reassemblyMemory, maxReassemblyBytes, Long.MAX_VALUE);
-        positive("reassemblyTimeout", reassemblyTimeout);
-        positive("closeTimeout", closeTimeout);
-        positive("handshakeTimeout", handshakeTimeout);
+        timeout("reassemblyTimeout", reassemblyTimeout);
+        timeout("closeTimeout", closeTimeout);
+        timeout("handshakeTimeout", handshakeTimeout);
         range("maxRegisteredMemory", maxRegisteredMemory, 1 << 20, Long.MAX_VALUE);
         range("maxCompletionLoops", maxCompletionLoops, completionThreads, 256);
-        long perConnection = (long) receiveSlots + 1 + sendQueueDepth;
+        // products of the values above are refused here, naming their keys: in int arithmetic they would wrap (a
+        // 2 GiB receive region to 0 bytes, say) and be accepted
+        long registration = registrationBytes(receiveSlots, slotSize, sendQueueDepth);
+        if (registration > MAX_REGISTRATION_BYTES) {
+            throw new IllegalArgumentException("receiveSlots (" + receiveSlots + ") + 1 reserve x slotSize ("
+                    + slotSize + ") + sendQueueDepth (" + sendQueueDepth + ") x " + SendRing.HEADER_STRIDE
+                    + " header bytes = " + registration + " bytes of one connection's registration exceeds the "
+                    + MAX_REGISTRATION_BYTES + " bytes one registration takes; lower receiveSlots or slotSize");
+        }
+        int perConnection = completionEntries(receiveSlots, sendQueueDepth, false);
         if (perConnection > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
                     + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
@@ -118,12 +131,115 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     + ((long) sharedReceiveSlots + sendQueueDepth) + "); raise it or lower sharedReceiveSlots");
         }
         // refused here rather than at every connection: a pool that can never be registered refuses them all
-        if (sharedReceiveQueue && (long) sharedReceiveSlots * slotSize >= maxRegisteredMemory) {
+        long poolBytes = sharedPoolBytes(sharedReceiveSlots, slotSize);
+        if (sharedReceiveQueue && poolBytes > MAX_REGISTRATION_BYTES) {
+            throw new IllegalArgumentException("sharedReceiveSlots (" + sharedReceiveSlots + ") x slotSize ("
+                    + slotSize + ") = " + poolBytes + " bytes of one shared receive pool exceeds the "
+                    + MAX_REGISTRATION_BYTES + " bytes one registration takes; lower sharedReceiveSlots or slotSize,"
+                    + " or set sharedReceiveQueue=false");
+        }
+        if (sharedReceiveQueue && poolBytes >= maxRegisteredMemory) {
             throw new IllegalArgumentException("maxRegisteredMemory: " + maxRegisteredMemory + " bytes cannot hold "
-                    + "a shared receive pool (sharedReceiveSlots x slotSize = " + (long) sharedReceiveSlots * slotSize
+                    + "a shared receive pool (sharedReceiveSlots x slotSize = " + poolBytes
                     + " bytes) and a connection; raise it, lower sharedReceiveSlots or slotSize, or set "
                     + "sharedReceiveQueue=false");
         }
+    }
+
+    // Derived values: computed here and nowhere else, so every part of the transport sizes things alike.
+
+    /**
+     * Receives a connection on its own queue posts, and the credits it offers: receiveSlots plus one, the reserve
+     * receive that lets the last credit always return credit.
+     */
+    public int postedReceives() {
+        return postedReceives(receiveSlots);
+    }
+
+    /**
+     * Consumed receives are reposted in groups of this many (receiveSlots/8, 1..16): one post call per group instead
+     * of one per frame.
+     */
+    public int repostBatch() {
+        return Math.max(1, Math.min(16, receiveSlots / 8));
+    }
+
+    /** The credit threshold of a connection on its own queue: see {@link #effectiveCreditThreshold}. */
+    public int creditThresholdInForce() {
+        return effectiveCreditThreshold(receiveSlots, creditThreshold, repostBatch());
+    }
+
+    /**
+     * The credit threshold in force: at most {@code receiveSlots - repostBatch}. When a one-way sender is down to its
+     * last credit (which it may spend only on a frame that returns credit) and has received everything, the receiver
+     * holds the other receiveSlots credits: fewer than repostBatch as consumed slots awaiting their repost, the rest
+     * reposted and owed. Unless the owed ones alone reach the threshold, no credit frame would ever go and both
+     * sides would wait for each other forever.
+     */
+    static int effectiveCreditThreshold(int receiveSlots, int creditThreshold, int repostBatch) {
+        return Math.max(1, Math.min(creditThreshold, receiveSlots - repostBatch));
+    }
+
+    /**
+     * The credit threshold of a connection on a shared pool that holds {@code credits} there: a one-way sender at
+     * its last credit leaves the receiver holding credits - 1 owed ones, so the threshold must not exceed that.
+     */
+    public int sharedCreditThreshold(int credits) {
+        return Math.max(1, Math.min(creditThreshold, credits - 1));
+    }
+
+    /** The most credits a connection on a shared pool grows to: what it would post on its own queue. */
+    public int sharedMaxCredits() {
+        return Math.max(SHARED_MIN_CREDITS, postedReceives());
+    }
+
+    /**
+     * Completion queue entries one connection can ever have outstanding: its posted receives plus its send budget;
+     * on a shared pool the send budget alone (the loop reserves the pool's receives once).
+     */
+    public int completionEntriesPerConnection(boolean sharesReceives) {
+        return completionEntries(receiveSlots, sendQueueDepth, sharesReceives);
+    }
+
+    /** Bytes of a connection's receive slots: postedReceives x slotSize (checked to fit one registration). */
+    public int receiveRegionBytes() {
+        return postedReceives() * slotSize;
+    }
+
+    /**
+     * Bytes of a connection's own registration: its receive slots (unless it shares a pool) followed by one send
+     * header per send queue slot.
+     */
+    public int registeredBytesPerConnection(boolean sharesReceives) {
+        return (sharesReceives ? 0 : receiveRegionBytes()) + sendHeaderBytes(sendQueueDepth);
+    }
+
+    /** Bytes of each completion loop's shared receive pool: sharedReceiveSlots x slotSize (checked when used). */
+    public long sharedPoolBytes() {
+        return sharedPoolBytes(sharedReceiveSlots, slotSize);
+    }
+
+    // the formulas, taking the values as arguments so that the constructor can check them before the fields are set
+
+    private static int postedReceives(int receiveSlots) {
+        return receiveSlots + 1;
+    }
+
+    private static int completionEntries(int receiveSlots, int sendQueueDepth, boolean sharesReceives) {
+        return (sharesReceives ? 0 : postedReceives(receiveSlots)) + sendQueueDepth;
+    }
+
+    private static int sendHeaderBytes(int sendQueueDepth) {
+        return sendQueueDepth * SendRing.HEADER_STRIDE;
+    }
+
+    /** A connection's own registration on its own queue, in long: the constructor refuses what an int cannot hold. */
+    private static long registrationBytes(int receiveSlots, int slotSize, int sendQueueDepth) {
+        return (long) postedReceives(receiveSlots) * slotSize + sendHeaderBytes(sendQueueDepth);
+    }
+
+    private static long sharedPoolBytes(int sharedReceiveSlots, int slotSize) {
+        return (long) sharedReceiveSlots * slotSize;
     }
 
     /** The device and type of service as the fabric takes them. */
@@ -146,9 +262,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.slotSize = slotSize;
         b.maxFrameSize = maxFrameSize;
         // derived values stay derived, so changing receiveSlots or sendQueueDepth keeps them consistent
-        b.creditThreshold = creditThreshold == Math.max(1, receiveSlots / 4) ? null : creditThreshold;
+        b.creditThreshold = creditThreshold == defaultCreditThreshold(receiveSlots) ? null : creditThreshold;
         b.sendQueueDepth = sendQueueDepth;
-        b.signalInterval = signalInterval == Math.max(1, Math.min(16, sendQueueDepth)) ? null : signalInterval;
+        b.signalInterval = signalInterval == defaultSignalInterval(sendQueueDepth) ? null : signalInterval;
         b.maxInlineData = maxInlineData;
         b.writeHighWaterMark = writeHighWaterMark;
         b.busyPollMicros = busyPollMicros;
@@ -224,6 +340,16 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return b.build();
     }
 
+    /** Unset, the credit threshold is a quarter of the receive slots. */
+    static int defaultCreditThreshold(int receiveSlots) {
+        return Math.max(1, receiveSlots / 4);
+    }
+
+    /** Unset, the signal interval is 16, or the whole send queue when that is smaller. */
+    static int defaultSignalInterval(int sendQueueDepth) {
+        return Math.max(1, Math.min(16, sendQueueDepth));
+    }
+
     /** Unset, the pool is 512 receives, or what a completion queue holds beside one connection's sends. */
     static int defaultSharedReceiveSlots(int completionQueueEntries, int sendQueueDepth) {
         return Math.max(SHARED_MIN_CREDITS, Math.min(512, completionQueueEntries - sendQueueDepth));
@@ -240,9 +366,13 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
     }
 
-    private static void positive(String key, Duration value) {
+    private static void timeout(String key, Duration value) {
         if (value == null || value.isNegative() || value.isZero()) {
             throw new IllegalArgumentException(key + ": must be positive, got " + value);
+        }
+        if (value.compareTo(MAX_TIMEOUT) > 0) {
+            throw new IllegalArgumentException(key + ": must be at most " + MAX_TIMEOUT + " (365 days), got "
+                    + value);
         }
     }
 
@@ -390,9 +520,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder sharedReceiveSlots(int v) { sharedReceiveSlots = v; return this; }
 
         public TransportConfig build() {
-            int threshold = creditThreshold != null ? creditThreshold : Math.max(1, receiveSlots / 4);
-            // unset, the signal interval is 16, or the whole send queue when that is smaller
-            int interval = signalInterval != null ? signalInterval : Math.max(1, Math.min(16, sendQueueDepth));
+            int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
+            int interval = signalInterval != null ? signalInterval : defaultSignalInterval(sendQueueDepth);
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
                     connectTimeout,

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;
 import org.apache.activemq.artemis.spi.core.protocol.ProtocolManager;
@@ -77,8 +78,9 @@ class AcceptorLimitsTest {
     private static RdmaAcceptor acceptor(Broker broker, int port, Map<String, Object> extra) {
         Map<String, Object> params = new HashMap<>(Map.of(RdmaParameters.HOST, HOST, RdmaParameters.PORT, port));
         params.putAll(extra);
-        return new RdmaAcceptor("limits", null, params, (id, buffer) -> { }, broker, Runnable::run, null, Map.of(),
-                null, null);
+        return new RdmaAcceptor("limits", null, params,
+                RdmaParameters.parse("limits", params, RdmaParameters.ACCEPTOR_KEYS), (id, buffer) -> { }, broker,
+                Runnable::run, null, Map.of(), null, null);
     }
 
     private static void await(String what, java.util.function.BooleanSupplier condition) throws Exception {
@@ -94,7 +96,7 @@ class AcceptorLimitsTest {
         Broker broker = new Broker();
         RdmaAcceptor acceptor = acceptor(broker, 61751, Map.of(RdmaParameters.CONNECTIONS_ALLOWED, "2"));
         acceptor.start();
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             InetSocketAddress address = new InetSocketAddress(HOST, 61751);
             RdmaChannel first = lease.transport().connect(address, new Client());
             lease.transport().connect(address, new Client());
@@ -117,7 +119,7 @@ class AcceptorLimitsTest {
         broker.refuse = new IllegalStateException("the broker is shutting down");
         RdmaAcceptor acceptor = acceptor(broker, 61752, Map.of());
         acceptor.start();
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             InetSocketAddress address = new InetSocketAddress(HOST, 61752);
             FabricException refused = assertThrows(FabricException.class,
                     () -> lease.transport().connect(address, new Client()));
@@ -132,7 +134,7 @@ class AcceptorLimitsTest {
     void portZeroReportsTheBoundPort() throws Exception {
         RdmaAcceptor acceptor = acceptor(new Broker(), 0, Map.of());
         acceptor.start();
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             int port = acceptor.getActualPort();
             assertNotEquals(0, port);
             lease.transport().connect(new InetSocketAddress(HOST, port), new Client()).close();
@@ -147,7 +149,7 @@ class AcceptorLimitsTest {
         RdmaAcceptor acceptor = acceptor(broker, 61753, Map.of());
         acceptor.start();
         List<InetSocketAddress> hung = new ArrayList<>();
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of())) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             for (int i = 0; i < 3; i++) {
                 RdmaChannel client = lease.transport().connect(new InetSocketAddress(HOST, 61753), new Client());
                 hung.add(client.localAddress());

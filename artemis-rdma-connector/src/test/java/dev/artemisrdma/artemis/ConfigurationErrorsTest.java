@@ -62,6 +62,17 @@ class ConfigurationErrorsTest {
     }
 
     @Test
+    void acceptorRefusesAReceiveRegionThatWouldWrapNamingItsKeys() {
+        // (127 + 1) x 16 MiB = 2 GiB: one more than an int holds, accepted before as a wrapped registration size
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RdmaAcceptorFactory().createAcceptor("rdma", null, params("receiveSlots", "127",
+                        "slotSize", "16MiB", "sharedReceiveQueue", "false"),
+                        null, null, null, null, Map.of("CORE", dummyCore()), "g", null));
+        assertTrue(e.getMessage().startsWith("RDMA acceptor 'rdma': receiveSlots (127) + 1 reserve x slotSize"
+                + " (16777216)") && e.getMessage().contains("lower receiveSlots or slotSize"), e.getMessage());
+    }
+
+    @Test
     void acceptorRefusesProtocolsWithoutCore() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> new RdmaAcceptorFactory().createAcceptor("rdma", null, params("protocols", "AMQP"),

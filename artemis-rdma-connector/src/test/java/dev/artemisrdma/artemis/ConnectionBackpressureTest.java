@@ -19,6 +19,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQBuffer;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;
@@ -94,7 +95,7 @@ class ConnectionBackpressureTest {
         AtomicReference<RdmaConnection> server = new AtomicReference<>();
         CountDownLatch accepted = new CountDownLatch(1);
         Map<String, Object> settings = Map.of("writeHighWaterMark", "64k");
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(settings);
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.fromMap(settings));
              AutoCloseable listening = lease.transport().listen(ADDRESS, ch -> {
                  RdmaConnection c = new RdmaConnection(PARAMS, serverSide, serverEvents, Runnable::run, 0, true)
                          .bind(ch);
@@ -179,7 +180,7 @@ class ConnectionBackpressureTest {
             answer.set(writable + " after " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms");
             answered.countDown();
         };
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(settings)) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.fromMap(settings))) {
             RdmaConnection client = connect(lease, new Recorder(), Runnable::run, server, clientSide);
             clientRef.set(client);
             server.get().setAutoRead(false);
@@ -203,7 +204,8 @@ class ConnectionBackpressureTest {
         TestRuntime.install();
         ExecutorService pool = Executors.newCachedThreadPool();
         AtomicReference<RdmaConnection> server = new AtomicReference<>();
-        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(Map.of("writeHighWaterMark", "16k"))) {
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(
+                TransportConfig.fromMap(Map.of("writeHighWaterMark", "16k")))) {
             RdmaConnection client = connect(lease, new Recorder(), pool, server, new Recorder());
             ThreadLocal<Boolean> inside = ThreadLocal.withInitial(() -> false);
             List<String> violations = new CopyOnWriteArrayList<>();

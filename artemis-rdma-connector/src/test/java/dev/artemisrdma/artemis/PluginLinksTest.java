@@ -128,7 +128,7 @@ class PluginLinksTest {
         config.getConnectorConfigurations().get("peer").getParams().put(RdmaParameters.MASK_PASSWORD, true);
         config.getConnectorConfigurations().get("peer").getParams().put(RdmaParameters.PASSWORD_CODEC, "my.Codec");
         register(null, "peer");
-        RdmaParameters.check("acceptor", Map.of("host", "h", RdmaParameters.MASK_PASSWORD, true,
+        RdmaParameters.parse("acceptor", Map.of("host", "h", RdmaParameters.MASK_PASSWORD, true,
                 RdmaParameters.PASSWORD_CODEC, "my.Codec", RdmaParameters.CLUSTER_CONNECTION, "c"),
                 RdmaParameters.ACCEPTOR_KEYS);
     }

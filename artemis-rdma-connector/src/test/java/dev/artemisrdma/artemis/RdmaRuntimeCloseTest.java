@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.TransportConfig;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -37,12 +38,12 @@ class RdmaRuntimeCloseTest {
 
     @Test
     void aSlowTransportCloseDoesNotBlockOtherAcquires() throws Exception {
-        RdmaRuntime.Lease client = RdmaRuntime.acquire(Map.of());
+        RdmaRuntime.Lease client = RdmaRuntime.acquire(TransportConfig.defaults());
         InetSocketAddress hung;
         CompletableFuture<Void> closed;
         try {
             // the server side's orderly close waits connectTimeout for a goodbye its hung peer never takes
-            RdmaRuntime.Lease server = RdmaRuntime.acquire(Map.of("connectTimeout", "3s"));
+            RdmaRuntime.Lease server = RdmaRuntime.acquire(TransportConfig.fromMap(Map.of("connectTimeout", "3s")));
             server.transport().listen(ADDRESS, ch -> new Quiet());
             hung = client.transport().connect(ADDRESS, new Quiet()).localAddress();
             FakeFabricSupplier.current().freeze(hung);
@@ -55,7 +56,8 @@ class RdmaRuntimeCloseTest {
             Thread.sleep(200); // well into the server transport's close
 
             long start = System.nanoTime();
-            try (RdmaRuntime.Lease other = RdmaRuntime.acquire(Map.of("receiveSlots", "16"))) {
+            try (RdmaRuntime.Lease other = RdmaRuntime.acquire(
+                    TransportConfig.fromMap(Map.of("receiveSlots", "16")))) {
                 long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
                 assertTrue(millis < 1000, "acquire waited " + millis + " ms for another transport's close");
             }

@@ -17,6 +17,7 @@ import dev.artemisrdma.artemis.ConnectOutages.Report;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.spi.core.remoting.ClientConnectionLifeCycleListener;
 import org.apache.activemq.artemis.spi.core.remoting.Connection;
@@ -72,7 +73,7 @@ class ReconnectChurnTest {
         assertEquals(openBefore + 1, RdmaRuntime.openTransports(), "the transport did not stay for the next attempt");
 
         // the peer comes back: the next attempt connects on the same transport, and the outage ends
-        try (RdmaRuntime.Lease server = RdmaRuntime.acquire(Map.of("receiveSlots", 25))) {
+        try (RdmaRuntime.Lease server = RdmaRuntime.acquire(TransportConfig.fromMap(Map.of("receiveSlots", 25)))) {
             server.transport().listen(new InetSocketAddress("127.0.0.1", 61781), ch -> new Echo());
             long openedWithServer = RdmaRuntime.transportsOpened();
             Connector connector = connector(params);

@@ -14,6 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.SendMemoryException;
+import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQBuffer;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;
@@ -69,8 +70,8 @@ class RefusedWriteTest {
             TestRuntime.install();
             InetSocketAddress address = new InetSocketAddress("127.0.0.1", port);
             Map<String, Object> params = Map.of("host", "127.0.0.1", "port", port);
-            serverLease = RdmaRuntime.acquire(serverSettings);
-            clientLease = RdmaRuntime.acquire(clientSettings);
+            serverLease = RdmaRuntime.acquire(TransportConfig.fromMap(serverSettings));
+            clientLease = RdmaRuntime.acquire(TransportConfig.fromMap(clientSettings));
             CompletableFuture<RdmaConnection> accepted = new CompletableFuture<>();
             listening = serverLease.transport().listen(address, ch -> {
                 RdmaConnection c = new RdmaConnection(params, IGNORE, serverEvents, Runnable::run, 0, true).bind(ch);

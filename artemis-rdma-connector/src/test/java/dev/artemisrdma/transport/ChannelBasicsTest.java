@@ -54,9 +54,9 @@ class ChannelBasicsTest {
 
     @Test
     void creditThresholdLeavesRoomForGroupedReposts() {
-        assertEquals(56, RdmaChannelImpl.effectiveCreditThreshold(64, 64, 8));
-        assertEquals(16, RdmaChannelImpl.effectiveCreditThreshold(64, 16, 8));
-        assertEquals(1, RdmaChannelImpl.effectiveCreditThreshold(1, 1, 1));
-        assertEquals(1, RdmaChannelImpl.effectiveCreditThreshold(2, 2, 1));
+        assertEquals(56, TransportConfig.effectiveCreditThreshold(64, 64, 8));
+        assertEquals(16, TransportConfig.effectiveCreditThreshold(64, 16, 8));
+        assertEquals(1, TransportConfig.effectiveCreditThreshold(1, 1, 1));
+        assertEquals(1, TransportConfig.effectiveCreditThreshold(2, 2, 1));
     }
 }

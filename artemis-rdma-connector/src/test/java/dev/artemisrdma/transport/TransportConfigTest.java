@@ -131,4 +131,45 @@ class TransportConfigTest {
                 "sharedReceiveQueue", "false"));
         assertEquals(4L << 20, perConnection.maxRegisteredMemory());
     }
+
+    @Test
+    void productsThatWouldOverflowAreRefusedNamingTheirKeys() {
+        // (255 + 1) x 16 MiB is 4 GiB: in int arithmetic a zero-byte receive region
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(
+                Map.of("receiveSlots", "255", "slotSize", "16m", "sharedReceiveQueue", "false")));
+        assertTrue(e.getMessage().startsWith("receiveSlots (255) + 1 reserve x slotSize (16777216) + sendQueueDepth"
+                + " (128) x 16 header bytes = 4294969344 bytes") && e.getMessage().contains("lower receiveSlots or"
+                + " slotSize"), e.getMessage());
+        // the largest region that fits one registration is accepted, and sized by the config alone
+        TransportConfig largest = TransportConfig.fromMap(
+                Map.of("receiveSlots", "126", "slotSize", "16m", "sharedReceiveQueue", "false"));
+        assertEquals(127 * (16 << 20), largest.receiveRegionBytes());
+        assertEquals(127 * (16 << 20) + 128 * 16, largest.registeredBytesPerConnection(false));
+
+        // 512 x 16 MiB is 8 GiB: below a raised maxRegisteredMemory, yet more than one registration takes
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.fromMap(
+                Map.of("slotSize", "16m", "maxRegisteredMemory", "16g")));
+        assertTrue(e.getMessage().startsWith("sharedReceiveSlots (512) x slotSize (16777216) = 8589934592 bytes")
+                && e.getMessage().contains("sharedReceiveQueue=false"), e.getMessage());
+
+        // timeouts become nanoseconds added to clock readings
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("closeTimeout", "PT2000000H")));
+        assertTrue(e.getMessage().startsWith("closeTimeout: must be at most PT8760H"), e.getMessage());
+    }
+
+    @Test
+    void derivedValuesComeFromTheConfiguration() {
+        TransportConfig c = TransportConfig.fromMap(Map.of("receiveSlots", "64", "creditThreshold", "64"));
+        assertEquals(65, c.postedReceives(), "receiveSlots and the reserve");
+        assertEquals(8, c.repostBatch());
+        assertEquals(56, c.creditThresholdInForce());
+        assertEquals(65 + 128, c.completionEntriesPerConnection(false));
+        assertEquals(128, c.completionEntriesPerConnection(true));
+        assertEquals(65 * 16384, c.receiveRegionBytes());
+        assertEquals(128 * 16, c.registeredBytesPerConnection(true));
+        assertEquals(512L * 16384, c.sharedPoolBytes());
+        assertEquals(65, c.sharedMaxCredits());
+        assertEquals(3, c.sharedCreditThreshold(TransportConfig.SHARED_MIN_CREDITS));
+    }
 }
