@@ -1,7 +1,8 @@
 /*
  * Fakes a completion queue with its completion channel (ibv_cq + ibv_comp_channel), and its entries ({@link Cqe}).
  * Enforces: concurrent polls, polling or arming a destroyed queue, overrun (fatal: every poll throws), destroying it
- * while queue pairs still use it; notification wakes only for completions after requestNotification. State: entries
+ * while queue pairs still use it (refused, as ibv_destroy_cq refuses it with EBUSY: closed for its user but live and
+ * leaked, as with our binding); notification wakes only for completions after requestNotification. State: entries
  * and flags are guarded by the fabric's lock (the wire thread pushes under it), {@code signal} is a condition of that
  * lock; one thread polls it.
  */
@@ -17,13 +18,15 @@ import java.util.concurrent.locks.Condition;
 final class FakeCq implements CompletionQueue {
     /** A completion waiting in the queue. */
     record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree,
-                       long immediate) {
+               long immediate, RecvWr landed) {
+        /** {@code landed}: the receive whose buffer a SEND's data was written into (null for any other completion). */
         Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
-            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE);
+            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE, null);
         }
     }
 
     private final FakeFabric fabric;
+    final FakeDevice device;
     final int capacity;
     final ArrayDeque<Cqe> entries = new ArrayDeque<>();
     final Condition signal;
@@ -33,11 +36,15 @@ final class FakeCq implements CompletionQueue {
     boolean notified;
     boolean wakeRequested;
     boolean overrun;
+    /** Closed by its user: unusable from now on. */
     boolean closed;
+    /** Destroyed (ibv_destroy_cq succeeded); a close refused while queue pairs used it leaves it alive, leaked. */
+    boolean destroyed;
     Throwable pollFailure;
 
-    FakeCq(FakeFabric fabric, int capacity) {
+    FakeCq(FakeFabric fabric, FakeDevice device, int capacity) {
         this.fabric = fabric;
+        this.device = device;
         this.signal = fabric.lock.newCondition();
         this.capacity = capacity;
     }
@@ -157,12 +164,18 @@ final class FakeCq implements CompletionQueue {
             if (closed) {
                 return;
             }
-            if (!users.isEmpty()) {
-                fabric.violation("completion queue destroyed while " + users.size() + " queue pairs still use it");
-            }
             closed = true;
-            fabric.liveCqs.decrementAndGet();
             signal.signalAll();
+            if (!users.isEmpty()) {
+                // as IbvCompletionQueue.close: ibv_destroy_cq fails with EBUSY, the queue is closed for its user and
+                // its native object leaks (it stays live; completions of its queue pairs are no longer polled)
+                fabric.violation("completion queue destroyed while " + users.size() + " queue pairs still use it"
+                        + " (ibv_destroy_cq: EBUSY; the queue leaks)");
+                return;
+            }
+            destroyed = true;
+            device.cqs.remove(this);
+            fabric.liveCqs.decrementAndGet();
         } finally {
             fabric.lock.unlock();
         }

@@ -55,7 +55,15 @@ import dev.artemisrdma.transport.FakeQp.QpState;
  *       an SRQ some queue pair still uses, or deregistering memory an SRQ receive points into are violations. The
  *       limit event fires once when the posted count falls below the armed limit.</li>
  *   <li>Teardown rules: destroying an established queue pair with work requests still posted, deregistering
- *       memory a posted work request points into, or destroying a completion queue still in use, are violations.</li>
+ *       memory a posted work request points into (or a receive landed in whose completion is not yet polled), or
+ *       destroying a completion queue still in use, are violations.</li>
+ *   <li>Native objects form a tree: device (protection domain) -> memory regions, completion queues, shared receive
+ *       queues -> queue pairs. Destroying a parent with live children is refused as verbs refuses it (EBUSY), and
+ *       recorded: a completion queue a queue pair uses is closed for its user but stays live, leaked (as our binding
+ *       leaves it); a shared receive queue a queue pair uses stays alive and its close throws IllegalStateException
+ *       (as {@code VerbsDevice.Srq.close}); a removed device released while anything lives on it is not freed (it
+ *       stays out of {@link #releasedDevices}); closing the fabric while a device still holds objects is a
+ *       violation.</li>
  * </ul>
  * Every rule broken is recorded in {@link #violations()}; live resources are counted so tests can prove that
  * everything was released.
@@ -87,6 +95,8 @@ public final class FakeFabric implements Fabric {
     final ExecutorService cm;
     private final Thread wire;
     volatile FakeDevice device = new FakeDevice(this, 0);
+    /** Every device this fabric had (a removed one and its re-added successor are two). */
+    private final List<FakeDevice> devices = new CopyOnWriteArrayList<>(List.of(device));
     private final DeviceEventRouter router = new DeviceEventRouter();
     private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
     private final List<FabricDevice> releasedDevices = new CopyOnWriteArrayList<>();
@@ -384,7 +394,7 @@ public final class FakeFabric implements Fabric {
             lostDevices.put(gone, holders);
             router.failDevice(gone.name(), reason);
             if (holders.isEmpty()) {
-                releasedDevices.add(gone);
+                freeDevice(gone);
             }
             for (DeviceListener listener : List.copyOf(holders)) {
                 listener.deviceLost(gone, reason);
@@ -395,6 +405,7 @@ public final class FakeFabric implements Fabric {
     /** The device is back (rdma link add): a new device object with the same name, as a re-added rxe is. */
     public void restoreDevice() {
         device = new FakeDevice(this, device.generation + 1);
+        devices.add(device);
         deviceRemoved = false;
     }
 
@@ -436,7 +447,25 @@ public final class FakeFabric implements Fabric {
         Set<DeviceListener> holders = lostDevices.get(d);
         if (holders != null && holders.remove(listener) && holders.isEmpty()) {
             lostDevices.remove(d);
+            freeDevice((FakeDevice) d);
+        }
+    }
+
+    /**
+     * Frees a lost device once every holder released it (ibv_dealloc_pd, then the context): refused, as verbs refuses
+     * it with EBUSY, while anything still lives on it. A refused device stays, leaked, out of {@link #releasedDevices}.
+     */
+    private void freeDevice(FakeDevice d) {
+        lock.lock();
+        try {
+            String live = d.liveChildren();
+            if (!live.isEmpty()) {
+                violation("device " + d + " freed while it still holds " + live + " (ibv_dealloc_pd: EBUSY)");
+                return;
+            }
             releasedDevices.add(d);
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -532,6 +561,18 @@ public final class FakeFabric implements Fabric {
 
     @Override
     public void close() {
+        lock.lock();
+        try {
+            for (FakeDevice d : devices) {
+                String live = d.liveChildren();
+                if (!closed && !releasedDevices.contains(d) && !live.isEmpty()) {
+                    violation("fabric closed while device " + d + " still holds " + live
+                            + ": whoever made them must destroy them first");
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
         closed = true;
         recoveryTimer.shutdownNow();
         listeners.clear();
@@ -616,6 +657,7 @@ public final class FakeFabric implements Fabric {
                 srq.users.add(qp);
             }
             qps.add(qp);
+            qp.device.qps.add(qp);
             router.register(qp, qp.device.name(), 1, events);
             cq.users.add(qp);
             liveQps.incrementAndGet();
@@ -647,6 +689,7 @@ public final class FakeFabric implements Fabric {
         qp.sq.clear();
         qp.rq.clear();
         qps.remove(qp);
+        qp.device.qps.remove(qp);
         router.unregister(qp);
         qp.cq.users.remove(qp);
         if (qp.srq != null) {
@@ -788,7 +831,7 @@ public final class FakeFabric implements Fabric {
         dst.put(data);
         // a SEND with immediate data hands it to the receive completion (IBV_WC_WITH_IMM), not to the buffer
         push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0,
-                w.immediate));
+                w.immediate, r));
         if (w.signaled) {
             completeSend(qp, w, WcStatus.SUCCESS, data.length);
         } else {
@@ -818,9 +861,12 @@ public final class FakeFabric implements Fabric {
     }
 
     void push(FakeCq cq, Cqe e) {
-        if (cq.closed) {
+        if (cq.destroyed) {
             violation("completion for qp " + e.qp().qpn + " on a destroyed completion queue");
             return;
+        }
+        if (cq.closed) {
+            return; // a queue whose destroy was refused (leaked): nobody polls it any more
         }
         if (cq.overrun) {
             return;

@@ -1,6 +1,8 @@
 /*
  * Fakes a registered memory region (ibv_mr): a direct buffer at a synthetic address with its own lkey. Enforces:
- * deregistering memory that a posted work request (send, receive, or a shared receive queue's receive) points into.
+ * deregistering memory that a posted work request (send, receive, or a shared receive queue's receive) points into,
+ * or that a receive landed in whose completion still waits unpolled in a live completion queue (the transport reads
+ * the data when it polls: with the real binding the pages are unmapped by then).
  * State: {@code closed} and the fabric's registry of regions are guarded by the fabric's lock; the buffer's bytes
  * are written by the wire thread under that lock and read by the transport after it polled the completion.
  */
@@ -10,14 +12,16 @@ import java.nio.ByteBuffer;
 
 final class FakeMr implements RegisteredMemory {
     private final FakeFabric fabric;
+    final FakeDevice device;
     final long address;
     final int length;
     final int lkey;
     final ByteBuffer buffer;
     boolean closed;
 
-    FakeMr(FakeFabric fabric, long address, int length, int lkey) {
+    FakeMr(FakeFabric fabric, FakeDevice device, long address, int length, int lkey) {
         this.fabric = fabric;
+        this.device = device;
         this.address = address;
         this.length = length;
         this.lkey = lkey;
@@ -74,7 +78,20 @@ final class FakeMr implements RegisteredMemory {
                     fabric.violation("memory deregistered while receives of a live shared receive queue point into it");
                 }
             }
+            for (FakeCq cq : device.cqs) {
+                if (cq.closed) {
+                    continue; // a queue nobody polls any more
+                }
+                for (FakeCq.Cqe e : cq.entries) {
+                    if (e.landed() != null && e.landed().lkey() == lkey && e.qp().state != FakeQp.QpState.DESTROYED) {
+                        fabric.violation("memory deregistered while receive 0x" + Long.toHexString(e.wrId())
+                                + " on qp " + e.qp().qpn + " has landed in it and its completion is not yet polled"
+                                + " (the poller would read freed memory)");
+                    }
+                }
+            }
             closed = true;
+            device.mrs.remove(this);
             fabric.mrs.remove(lkey);
             fabric.liveMrs.decrementAndGet();
             fabric.deregistrations.add(new FakeFabric.Deregistration(length, Thread.currentThread().getName()));

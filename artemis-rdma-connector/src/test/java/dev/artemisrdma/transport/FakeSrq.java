@@ -1,7 +1,8 @@
 /*
  * Fakes a shared receive queue (ibv_srq). Enforces: posting more receives than its capacity (ENOMEM), posting on or
- * creating a queue pair on a destroyed SRQ, concurrent posts, destroying it while queue pairs still use it; raises the
- * one-shot limit event and IBV_EVENT_SRQ_ERR. State: its receive queue, limit and closed flag are guarded by the
+ * creating a queue pair on a destroyed SRQ, concurrent posts, destroying it while queue pairs still use it (refused
+ * as ibv_destroy_srq refuses it with EBUSY: the close throws IllegalStateException as our binding's does, and the
+ * queue stays alive with its receives); raises the one-shot limit event and IBV_EVENT_SRQ_ERR. State: its receive queue, limit and closed flag are guarded by the
  * fabric's lock (the wire thread consumes receives under it); {@code users} is written under that lock too.
  */
 package dev.artemisrdma.transport;
@@ -13,6 +14,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 final class FakeSrq implements SharedReceiveQueue {
     private final FakeFabric fabric;
+    final FakeDevice device;
     final int capacity;
     final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
     final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
@@ -21,8 +23,9 @@ final class FakeSrq implements SharedReceiveQueue {
     boolean closed;
     private final FailureNotice failure = new FailureNotice();
 
-    FakeSrq(FakeFabric fabric, int capacity) {
+    FakeSrq(FakeFabric fabric, FakeDevice device, int capacity) {
         this.fabric = fabric;
+        this.device = device;
         this.capacity = capacity;
     }
 
@@ -100,10 +103,16 @@ final class FakeSrq implements SharedReceiveQueue {
                 return;
             }
             if (!users.isEmpty()) {
-                fabric.violation("shared receive queue destroyed while " + users.size() + " queue pairs use it");
+                // as VerbsDevice.Srq.close: ibv_destroy_srq fails with EBUSY, the queue stays alive with its receives
+                // posted, and the close throws
+                fabric.violation("shared receive queue destroyed while " + users.size() + " queue pairs use it"
+                        + " (ibv_destroy_srq: EBUSY)");
+                throw new IllegalStateException("ibv_destroy_srq failed on " + device.name()
+                        + ": the shared receive queue is still in use");
             }
             closed = true;
             rq.clear();
+            device.srqs.remove(this);
             fabric.srqs.remove(this);
             fabric.liveSrqs.decrementAndGet();
         } finally {
