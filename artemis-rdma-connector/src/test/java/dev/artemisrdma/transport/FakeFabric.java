@@ -21,6 +21,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
+import dev.artemisrdma.transport.FakeCq.Cqe;
+import dev.artemisrdma.transport.FakeQp.QpState;
+
 /**
  * An in-memory {@link Fabric} that enforces the rules of real verbs and rdma_cm, so the transport protocol can be
  * tested without RDMA hardware. Public so other test packages (the Artemis adapters) can use it.
@@ -52,17 +55,31 @@ import java.util.concurrent.locks.ReentrantLock;
  *       an SRQ some queue pair still uses, or deregistering memory an SRQ receive points into are violations. The
  *       limit event fires once when the posted count falls below the armed limit.</li>
  *   <li>Teardown rules: destroying an established queue pair with work requests still posted, deregistering
- *       memory a posted work request points into, or destroying a completion queue still in use, are violations.</li>
+ *       memory a posted work request points into (or a receive landed in whose completion is not yet polled), or
+ *       destroying a completion queue still in use, are violations.</li>
+ *   <li>Native objects form a tree: device (protection domain) -> memory regions, completion queues, shared receive
+ *       queues -> queue pairs. Destroying a parent with live children is refused as verbs refuses it (EBUSY), and
+ *       recorded: a completion queue a queue pair uses is closed for its user but stays live, leaked (as our binding
+ *       leaves it); a shared receive queue a queue pair uses stays alive and its close throws IllegalStateException
+ *       (as {@code VerbsDevice.Srq.close}); a removed device released while anything lives on it is not freed (it
+ *       stays out of {@link #releasedDevices}); closing the fabric while a device still holds objects is a
+ *       violation.</li>
  * </ul>
  * Every rule broken is recorded in {@link #violations()}; live resources are counted so tests can prove that
  * everything was released.
+ *
+ * <p>This class is the fabric itself: connection management, the registries of live objects, the wire thread that
+ * executes SENDs, the violation log and the test hooks. Each fake verbs object has its own file ({@link FakeDevice},
+ * {@link FakeMr}, {@link FakeCq}, {@link FakeSrq}, {@link FakeQp}, {@link FakeListener}, {@link FakeRequest},
+ * {@link SendWr}, {@link RecvWr}) and reaches the fabric through an explicit reference; all their mutable state is
+ * guarded by the fabric's one {@link #lock}.
  */
 public final class FakeFabric implements Fabric {
 
     public static final int EINVAL = 22;
     public static final int ENOMEM = 12;
-    private static final int MAX_ACCEPT_DATA = 196;
-    private static final int MAX_REJECT_DATA = 148;
+    static final int MAX_ACCEPT_DATA = 196;
+    static final int MAX_REJECT_DATA = 148;
 
     /** Device limits; {@code roundUp} rounds queue depths up to a power of two, as rxe and mlx5 do. */
     public record Limits(int maxQpWr, int maxSge, int maxCqe, int maxInlineData, boolean roundUp) {
@@ -71,55 +88,55 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private enum QpState { INIT, RTS, ERROR, DESTROYED }
-
-    private final Limits limits;
-    private final ReentrantLock lock = new ReentrantLock();
-    private final Condition wireWork = lock.newCondition();
+    final Limits limits;
+    final ReentrantLock lock = new ReentrantLock();
+    final Condition wireWork = lock.newCondition();
     private final List<String> violations = new CopyOnWriteArrayList<>();
-    private final ExecutorService cm;
+    final ExecutorService cm;
     private final Thread wire;
-    private volatile FakeDevice device = new FakeDevice(0);
+    volatile FakeDevice device = new FakeDevice(this, 0);
+    /** Every device this fabric had (a removed one and its re-added successor are two). */
+    private final List<FakeDevice> devices = new CopyOnWriteArrayList<>(List.of(device));
     private final DeviceEventRouter router = new DeviceEventRouter();
     private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
     private final List<FabricDevice> releasedDevices = new CopyOnWriteArrayList<>();
     private final Map<FabricDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
-    private final java.util.concurrent.ScheduledExecutorService recoveryTimer =
+    final java.util.concurrent.ScheduledExecutorService recoveryTimer =
             Executors.newSingleThreadScheduledExecutor(r -> {
                 Thread t = new Thread(r, "fake-rdma-timer");
                 t.setDaemon(true);
                 return t;
             });
     private volatile boolean deviceRemoved;
-    private final Map<InetSocketAddress, FakeListener> listeners = new ConcurrentHashMap<>();
-    private final List<FakeQp> qps = new ArrayList<>();
-    private final Map<Integer, FakeMr> mrs = new HashMap<>();
+    final Map<InetSocketAddress, FakeListener> listeners = new ConcurrentHashMap<>();
+    final List<FakeQp> qps = new ArrayList<>();
+    final Map<Integer, FakeMr> mrs = new HashMap<>();
     private final AtomicInteger liveQps = new AtomicInteger();
-    private final AtomicInteger liveCqs = new AtomicInteger();
-    private final AtomicInteger liveMrs = new AtomicInteger();
-    private final AtomicInteger liveSrqs = new AtomicInteger();
-    private final AtomicInteger srqLimitEvents = new AtomicInteger();
-    private final Set<FakeSrq> srqs = ConcurrentHashMap.newKeySet();
-    private volatile int srqLowWater = Integer.MAX_VALUE;
+    final AtomicInteger liveCqs = new AtomicInteger();
+    final AtomicInteger liveMrs = new AtomicInteger();
+    final AtomicInteger liveSrqs = new AtomicInteger();
+    final AtomicInteger srqLimitEvents = new AtomicInteger();
+    final Set<FakeSrq> srqs = ConcurrentHashMap.newKeySet();
+    volatile int srqLowWater = Integer.MAX_VALUE;
     private final AtomicInteger nextPort = new AtomicInteger(40000);
     private final AtomicInteger injectedSendErrors = new AtomicInteger();
     private volatile int injectedStatus;
-    private final AtomicInteger partialSendPost = new AtomicInteger(-1);
-    private final AtomicInteger partialRecvPost = new AtomicInteger(-1);
+    final AtomicInteger partialSendPost = new AtomicInteger(-1);
+    final AtomicInteger partialRecvPost = new AtomicInteger(-1);
     /** SENDs posted, by their number of scatter-gather entries (the last cell counts 3 and more). */
-    private final java.util.concurrent.atomic.AtomicLongArray sendsBySges =
+    final java.util.concurrent.atomic.AtomicLongArray sendsBySges =
             new java.util.concurrent.atomic.AtomicLongArray(4);
-    private final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
-    private volatile boolean receivesPolledBeforeDestroy;
-    private volatile boolean stallHandshakes;
-    private volatile boolean holdPassiveEstablished;
-    private final AtomicInteger establishedByPeer = new AtomicInteger();
-    private final List<Runnable> heldEstablished = new ArrayList<>();
-    private volatile boolean noImmediateData;
-    private volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
+    final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
+    volatile boolean receivesPolledBeforeDestroy;
+    volatile boolean stallHandshakes;
+    volatile boolean holdPassiveEstablished;
+    final AtomicInteger establishedByPeer = new AtomicInteger();
+    final List<Runnable> heldEstablished = new ArrayList<>();
+    volatile boolean noImmediateData;
+    volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
-    private long nextAddress = 0x7f3a_0000_0000L;
-    private int nextKey = 0x1a2b;
+    long nextAddress = 0x7f3a_0000_0000L;
+    int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
     private int wireCursor;
     private volatile boolean closed;
@@ -242,7 +259,7 @@ public final class FakeFabric implements Fabric {
     }
 
     /** How many of {@code size} requests to post before an injected partial failure; -1: none injected. */
-    private static int takeInjected(AtomicInteger injection, int size) {
+    static int takeInjected(AtomicInteger injection, int size) {
         int k = injection.get();
         return k >= 0 && size > k && injection.compareAndSet(k, -1) ? k : -1;
     }
@@ -377,7 +394,7 @@ public final class FakeFabric implements Fabric {
             lostDevices.put(gone, holders);
             router.failDevice(gone.name(), reason);
             if (holders.isEmpty()) {
-                releasedDevices.add(gone);
+                freeDevice(gone);
             }
             for (DeviceListener listener : List.copyOf(holders)) {
                 listener.deviceLost(gone, reason);
@@ -387,7 +404,8 @@ public final class FakeFabric implements Fabric {
 
     /** The device is back (rdma link add): a new device object with the same name, as a re-added rxe is. */
     public void restoreDevice() {
-        device = new FakeDevice(device.generation + 1);
+        device = new FakeDevice(this, device.generation + 1);
+        devices.add(device);
         deviceRemoved = false;
     }
 
@@ -429,7 +447,25 @@ public final class FakeFabric implements Fabric {
         Set<DeviceListener> holders = lostDevices.get(d);
         if (holders != null && holders.remove(listener) && holders.isEmpty()) {
             lostDevices.remove(d);
+            freeDevice((FakeDevice) d);
+        }
+    }
+
+    /**
+     * Frees a lost device once every holder released it (ibv_dealloc_pd, then the context): refused, as verbs refuses
+     * it with EBUSY, while anything still lives on it. A refused device stays, leaked, out of {@link #releasedDevices}.
+     */
+    private void freeDevice(FakeDevice d) {
+        lock.lock();
+        try {
+            String live = d.liveChildren();
+            if (!live.isEmpty()) {
+                violation("device " + d + " freed while it still holds " + live + " (ibv_dealloc_pd: EBUSY)");
+                return;
+            }
             releasedDevices.add(d);
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -438,7 +474,7 @@ public final class FakeFabric implements Fabric {
         router.onSrqLimit(hook);
     }
 
-    private void violation(String what) {
+    void violation(String what) {
         violations.add(what);
     }
 
@@ -454,7 +490,7 @@ public final class FakeFabric implements Fabric {
         requireDevice(bindAddress);
         InetSocketAddress addr = bindAddress.getPort() == 0
                 ? new InetSocketAddress(bindAddress.getAddress(), nextPort.incrementAndGet()) : bindAddress;
-        FakeListener l = new FakeListener(addr, handler, addressing);
+        FakeListener l = new FakeListener(this, addr, handler, addressing);
         if (listeners.putIfAbsent(addr, l) != null) {
             throw new FabricException("rdma_bind_addr " + addr + ": address in use (EADDRINUSE)");
         }
@@ -483,7 +519,7 @@ public final class FakeFabric implements Fabric {
             destroyQuietly(qp);
             throw e;
         }
-        FakeRequest req = new FakeRequest(l, qp, options.privateData().clone());
+        FakeRequest req = new FakeRequest(this, l, qp, options.privateData().clone());
         cm.execute(() -> {
             try {
                 l.handler.onConnectionRequest(req);
@@ -525,6 +561,18 @@ public final class FakeFabric implements Fabric {
 
     @Override
     public void close() {
+        lock.lock();
+        try {
+            for (FakeDevice d : devices) {
+                String live = d.liveChildren();
+                if (!closed && !releasedDevices.contains(d) && !live.isEmpty()) {
+                    violation("fabric closed while device " + d + " still holds " + live
+                            + ": whoever made them must destroy them first");
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
         closed = true;
         recoveryTimer.shutdownNow();
         listeners.clear();
@@ -542,7 +590,7 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private void requireDevice(InetSocketAddress address) throws FabricException {
+    void requireDevice(InetSocketAddress address) throws FabricException {
         if (deviceRemoved) {
             throw new AddressingException("no RDMA device has the address " + address + " (ENODEV): the device "
                     + "was removed");
@@ -572,7 +620,7 @@ public final class FakeFabric implements Fabric {
 
     // ------------------------------------------------------------------------------------- resources
 
-    private FakeQp createQp(QueuePairSpec spec, QueuePairEvents events, InetSocketAddress local,
+    FakeQp createQp(QueuePairSpec spec, QueuePairEvents events, InetSocketAddress local,
                             InetSocketAddress remote) throws FabricException {
         if (!(spec.completionQueue() instanceof FakeCq) || ((FakeCq) spec.completionQueue()).fabric() != this) {
             violation("queue pair spec names a completion queue of another fabric");
@@ -603,12 +651,13 @@ public final class FakeFabric implements Fabric {
                 violation("queue pair created on a destroyed shared receive queue");
                 throw new FabricException("create_qp: shared receive queue destroyed");
             }
-            FakeQp qp = new FakeQp(nextQpn++, caps, cq, events, local, remote);
+            FakeQp qp = new FakeQp(this, nextQpn++, caps, cq, events, local, remote);
             qp.srq = srq;
             if (srq != null) {
                 srq.users.add(qp);
             }
             qps.add(qp);
+            qp.device.qps.add(qp);
             router.register(qp, qp.device.name(), 1, events);
             cq.users.add(qp);
             liveQps.incrementAndGet();
@@ -622,7 +671,7 @@ public final class FakeFabric implements Fabric {
         return limits.roundUp() ? Math.min(limits.maxQpWr(), Integer.highestOneBit(Math.max(1, n - 1)) << 1) : n;
     }
 
-    private void destroyQuietly(FakeQp qp) {
+    void destroyQuietly(FakeQp qp) {
         lock.lock();
         try {
             if (qp.state != QpState.DESTROYED) {
@@ -635,11 +684,12 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private void destroyLocked(FakeQp qp) {
+    void destroyLocked(FakeQp qp) {
         qp.state = QpState.DESTROYED;
         qp.sq.clear();
         qp.rq.clear();
         qps.remove(qp);
+        qp.device.qps.remove(qp);
         router.unregister(qp);
         qp.cq.users.remove(qp);
         if (qp.srq != null) {
@@ -649,7 +699,7 @@ public final class FakeFabric implements Fabric {
     }
 
     /** Finds the registration an SGE points into; null when none (LOC_PROT_ERR). */
-    private ByteBuffer resolve(long address, int length, int lkey) {
+    ByteBuffer resolve(long address, int length, int lkey) {
         FakeMr mr = mrs.get(lkey);
         if (mr == null || mr.closed || address < mr.address || address + length > mr.address + mr.length
                 || length < 0) {
@@ -760,19 +810,19 @@ public final class FakeFabric implements Fabric {
         if (peer.srq != null) {
             peer.srq.consumed();
         }
-        ByteBuffer dst = resolve(r.address, r.length, r.lkey);
+        ByteBuffer dst = resolve(r.address(), r.length(), r.lkey());
         if (dst == null) {
             violation("LOC_PROT_ERR: qp " + peer.qpn + " receive is not in registered memory");
-            push(peer.cq, new Cqe(peer, r.wrId, WcStatus.LOC_PROT_ERR, Completions.OPCODE_RECV, 0, true, 0));
+            push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.LOC_PROT_ERR, Completions.OPCODE_RECV, 0, true, 0));
             completeSend(qp, w, WcStatus.REM_OP_ERR, 0);
             toError(qp);
             toError(peer);
             return;
         }
-        if (data.length > r.length) {
+        if (data.length > r.length()) {
             violation("LOC_LEN_ERR: qp " + qp.qpn + " sent " + data.length + " bytes into a receive of "
-                    + r.length + " on qp " + peer.qpn);
-            push(peer.cq, new Cqe(peer, r.wrId, WcStatus.LOC_LEN_ERR, Completions.OPCODE_RECV, 0, true, 0));
+                    + r.length() + " on qp " + peer.qpn);
+            push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.LOC_LEN_ERR, Completions.OPCODE_RECV, 0, true, 0));
             completeSend(qp, w, WcStatus.REM_INV_REQ_ERR, 0);
             toError(qp);
             toError(peer);
@@ -780,8 +830,8 @@ public final class FakeFabric implements Fabric {
         }
         dst.put(data);
         // a SEND with immediate data hands it to the receive completion (IBV_WC_WITH_IMM), not to the buffer
-        push(peer.cq, new Cqe(peer, r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0,
-                w.immediate));
+        push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0,
+                w.immediate, r));
         if (w.signaled) {
             completeSend(qp, w, WcStatus.SUCCESS, data.length);
         } else {
@@ -789,7 +839,7 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private void completeSend(FakeQp qp, SendWr w, int status, int length) {
+    void completeSend(FakeQp qp, SendWr w, int status, int length) {
         // this completion frees its own send queue slot and those of the unsignaled sends before it, at poll time
         int free = 1 + qp.completedUnsignaled;
         qp.completedUnsignaled = 0;
@@ -797,7 +847,7 @@ public final class FakeFabric implements Fabric {
     }
 
     /** Moves a queue pair to error: everything still posted completes with WR_FLUSH_ERR. */
-    private void toError(FakeQp qp) {
+    void toError(FakeQp qp) {
         if (qp.state != QpState.RTS && qp.state != QpState.INIT) {
             return;
         }
@@ -806,14 +856,17 @@ public final class FakeFabric implements Fabric {
             completeSend(qp, qp.sq.poll(), WcStatus.WR_FLUSH_ERR, 0);
         }
         while (!qp.rq.isEmpty()) {
-            push(qp.cq, new Cqe(qp, qp.rq.poll().wrId, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
+            push(qp.cq, new Cqe(qp, qp.rq.poll().wrId(), WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
         }
     }
 
-    private void push(FakeCq cq, Cqe e) {
-        if (cq.closed) {
-            violation("completion for qp " + e.qp.qpn + " on a destroyed completion queue");
+    void push(FakeCq cq, Cqe e) {
+        if (cq.destroyed) {
+            violation("completion for qp " + e.qp().qpn + " on a destroyed completion queue");
             return;
+        }
+        if (cq.closed) {
+            return; // a queue whose destroy was refused (leaked): nobody polls it any more
         }
         if (cq.overrun) {
             return;
@@ -832,879 +885,6 @@ public final class FakeFabric implements Fabric {
             cq.armed = false;
             cq.notified = true;
             cq.signal.signalAll();
-        }
-    }
-
-    // ------------------------------------------------------------------------------------ fake objects
-
-    private final class FakeDevice implements FabricDevice {
-        final int generation;
-
-        FakeDevice(int generation) {
-            this.generation = generation;
-        }
-
-        @Override
-        public String name() {
-            return "fake0";
-        }
-
-        @Override
-        public DeviceLimits limits() {
-            return new DeviceLimits(limits.maxQpWr(), limits.maxSge(), limits.maxCqe(), Integer.MAX_VALUE, 1024);
-        }
-
-        @Override
-        public boolean supportsImmediateData() {
-            return !noImmediateData;
-        }
-
-        @Override
-        public RegisteredMemory register(int bytes) throws FabricException {
-            if (bytes <= 0) {
-                throw new FabricException("ibv_reg_mr: " + bytes + " bytes (EINVAL)");
-            }
-            lock.lock();
-            try {
-                FakeMr mr = new FakeMr(nextAddress, bytes, nextKey);
-                nextAddress += ((bytes + 4095L) & ~4095L) + 4096; // a guard page between registrations
-                nextKey += 0x107;
-                mrs.put(mr.lkey, mr);
-                liveMrs.incrementAndGet();
-                return mr;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public CompletionQueue createCompletionQueue(int entries) throws FabricException {
-            if (entries < 1 || entries > limits.maxCqe()) {
-                throw new FabricException("ibv_create_cq: " + entries + " entries (EINVAL)");
-            }
-            liveCqs.incrementAndGet();
-            return new FakeCq(entries);
-        }
-
-        @Override
-        public SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
-            if (maxReceives < 1 || maxReceives > limits.maxQpWr()) {
-                throw new FabricException("ibv_create_srq: " + maxReceives + " receives (EINVAL)");
-            }
-            FakeSrq srq = new FakeSrq(maxReceives);
-            srqs.add(srq);
-            liveSrqs.incrementAndGet();
-            return srq;
-        }
-    }
-
-    private final class FakeSrq implements SharedReceiveQueue {
-        final int capacity;
-        final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
-        final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
-        final AtomicBoolean posting = new AtomicBoolean();
-        int limit;
-        boolean closed;
-        private final FailureNotice failure = new FailureNotice();
-
-        FakeSrq(int capacity) {
-            this.capacity = capacity;
-        }
-
-        @Override
-        public int capacity() {
-            return capacity;
-        }
-
-        @Override
-        public void onFailure(java.util.function.Consumer<String> listener) {
-            failure.listen(listener);
-        }
-
-        /** IBV_EVENT_SRQ_ERR on this queue, unless it is destroyed already. */
-        boolean fail(String reason) {
-            return !closed && failure.fail(reason);
-        }
-
-        /** A SEND took one (under the fabric lock). */
-        void consumed() {
-            int left = rq.size();
-            if (left < srqLowWater) {
-                srqLowWater = left;
-            }
-            if (limit > 0 && left < limit) {
-                limit = 0; // one-shot, as IBV_EVENT_SRQ_LIMIT_REACHED
-                srqLimitEvents.incrementAndGet();
-            }
-        }
-
-        @Override
-        public void postRecv(RecvList list) throws FabricException {
-            if (!posting.compareAndSet(false, true)) {
-                violation("concurrent post on a shared receive queue");
-            }
-            lock.lock();
-            try {
-                if (closed) {
-                    violation("postRecv on a destroyed shared receive queue");
-                    throw new FabricException("ibv_post_srq_recv: shared receive queue destroyed");
-                }
-                if (rq.size() + list.size() > capacity) {
-                    violation("post of " + list.size() + " receives to a shared receive queue holding " + rq.size()
-                            + " of " + capacity);
-                    throw new FabricException("ibv_post_srq_recv: queue full (ENOMEM " + ENOMEM + ")");
-                }
-                for (int i = 0; i < list.size(); i++) {
-                    rq.add(new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i)));
-                }
-                wireWork.signalAll();
-            } finally {
-                lock.unlock();
-                posting.set(false);
-            }
-        }
-
-        @Override
-        public void armLimit(int limit) throws FabricException {
-            lock.lock();
-            try {
-                if (limit < 0 || limit > capacity) {
-                    throw new FabricException("ibv_modify_srq: limit " + limit + " (EINVAL)");
-                }
-                this.limit = limit;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public void close() {
-            lock.lock();
-            try {
-                if (closed) {
-                    return;
-                }
-                if (!users.isEmpty()) {
-                    violation("shared receive queue destroyed while " + users.size() + " queue pairs use it");
-                }
-                closed = true;
-                rq.clear();
-                srqs.remove(this);
-                liveSrqs.decrementAndGet();
-            } finally {
-                lock.unlock();
-            }
-        }
-    }
-
-    private final class FakeMr implements RegisteredMemory {
-        final long address;
-        final int length;
-        final int lkey;
-        final ByteBuffer buffer;
-        boolean closed;
-
-        FakeMr(long address, int length, int lkey) {
-            this.address = address;
-            this.length = length;
-            this.lkey = lkey;
-            this.buffer = ByteBuffer.allocateDirect(length);
-        }
-
-        @Override
-        public ByteBuffer buffer() {
-            return buffer.duplicate().clear();
-        }
-
-        @Override
-        public long address() {
-            return address;
-        }
-
-        @Override
-        public int lkey() {
-            return lkey;
-        }
-
-        @Override
-        public int length() {
-            return length;
-        }
-
-        @Override
-        public void close() {
-            lock.lock();
-            try {
-                if (closed) {
-                    return;
-                }
-                for (FakeQp qp : qps) {
-                    for (SendWr w : qp.sq) {
-                        if (w.inlineData == null) {
-                            for (int s = 0; s < w.sgeLkey.length; s++) {
-                                if (w.sgeLkey[s] == lkey) {
-                                    violation("memory deregistered while SEND 0x" + Long.toHexString(w.wrId)
-                                            + " on qp " + qp.qpn + " still points into it");
-                                }
-                            }
-                        }
-                    }
-                    for (RecvWr r : qp.rq) {
-                        if (r.lkey == lkey) {
-                            violation("memory deregistered while receive 0x" + Long.toHexString(r.wrId)
-                                    + " on qp " + qp.qpn + " still points into it");
-                        }
-                    }
-                }
-                for (FakeSrq srq : srqs) {
-                    if (srq.rq.stream().anyMatch(r -> r.lkey == lkey)) {
-                        violation("memory deregistered while receives of a live shared receive queue point into it");
-                    }
-                }
-                closed = true;
-                mrs.remove(lkey);
-                liveMrs.decrementAndGet();
-                deregistrations.add(new Deregistration(length, Thread.currentThread().getName()));
-            } finally {
-                lock.unlock();
-            }
-        }
-    }
-
-    private record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree,
-                       long immediate) {
-        Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
-            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE);
-        }
-    }
-
-    private final class FakeCq implements CompletionQueue {
-        final int capacity;
-        final ArrayDeque<Cqe> entries = new ArrayDeque<>();
-        final Condition signal = lock.newCondition();
-        final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
-        final AtomicBoolean polling = new AtomicBoolean();
-        boolean armed;
-        boolean notified;
-        boolean wakeRequested;
-        boolean overrun;
-        boolean closed;
-        Throwable pollFailure;
-
-        FakeCq(int capacity) {
-            this.capacity = capacity;
-        }
-
-        FakeFabric fabric() {
-            return FakeFabric.this;
-        }
-
-        @Override
-        public int capacity() {
-            return capacity;
-        }
-
-        @Override
-        public int poll(Completions out) throws FabricException {
-            if (!polling.compareAndSet(false, true)) {
-                violation("concurrent poll of one completion queue");
-            }
-            lock.lock();
-            try {
-                if (closed) {
-                    violation("poll of a destroyed completion queue");
-                    throw new FabricException("ibv_poll_cq: completion queue destroyed");
-                }
-                if (overrun) {
-                    throw new FabricException("ibv_poll_cq: completion queue overrun (IBV_EVENT_CQ_ERR)");
-                }
-                Throwable failure = pollFailure;
-                pollFailure = null;
-                if (failure instanceof FabricException f) {
-                    throw f;
-                } else if (failure instanceof RuntimeException r) {
-                    throw r;
-                } else if (failure instanceof Error e) {
-                    throw e;
-                }
-                out.clear();
-                while (out.count() < out.capacity() && !entries.isEmpty()) {
-                    Cqe e = entries.poll();
-                    out.add(e.wrId, e.status, e.opcode, e.length, e.qp.qpn, e.immediate);
-                    if (e.recv) {
-                        e.qp.rqOccupied--;
-                    } else {
-                        e.qp.sqOccupied -= e.sqFree;
-                    }
-                }
-                return out.count();
-            } finally {
-                lock.unlock();
-                polling.set(false);
-            }
-        }
-
-        @Override
-        public void wakeUp() {
-            lock.lock();
-            try {
-                wakeRequested = true;
-                signal.signalAll();
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public void requestNotification() throws FabricException {
-            lock.lock();
-            try {
-                if (closed) {
-                    throw new FabricException("ibv_req_notify_cq: completion queue destroyed");
-                }
-                armed = true;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public boolean awaitNotification(long timeoutMillis) throws FabricException {
-            lock.lock();
-            try {
-                long left = timeoutMillis < 0 ? Long.MAX_VALUE : TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
-                // a poll failure set by the test ends the wait like an async error event would (on verbs the QPs of a
-                // failed queue raise QP_FATAL, whose channel failures wake the loop): the loop then polls and sees it
-                while (!notified && !closed && !overrun && !wakeRequested && pollFailure == null) {
-                    if (left <= 0) {
-                        return false;
-                    }
-                    if (timeoutMillis < 0) {
-                        signal.await();
-                    } else {
-                        left = signal.awaitNanos(left);
-                    }
-                }
-                if (!notified && !closed && !overrun) {
-                    wakeRequested = false; // like the eventfd: one read clears every wake-up pending
-                    return false;
-                }
-                wakeRequested = false;
-                if (closed) {
-                    throw new FabricException("ibv_get_cq_event: completion queue destroyed");
-                }
-                notified = false;
-                return true;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public void close() {
-            lock.lock();
-            try {
-                if (closed) {
-                    return;
-                }
-                if (!users.isEmpty()) {
-                    violation("completion queue destroyed while " + users.size() + " queue pairs still use it");
-                }
-                closed = true;
-                liveCqs.decrementAndGet();
-                signal.signalAll();
-            } finally {
-                lock.unlock();
-            }
-        }
-    }
-
-    private static final class SendWr {
-        final long wrId;
-        final boolean signaled;
-        final long[] sgeAddress;
-        final int[] sgeLength;
-        final int[] sgeLkey;
-        byte[] inlineData;
-        long rnrSince;
-        /** SEND_WITH_IMM's immediate data as an unsigned value, or Completions.NO_IMMEDIATE for a plain SEND. */
-        final long immediate;
-
-        SendWr(SendList list, int i) {
-            wrId = list.wrId(i);
-            signaled = (list.flags(i) & SendList.FLAG_SIGNALED) != 0;
-            immediate = (list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 ? list.immediate(i) & 0xFFFF_FFFFL
-                    : Completions.NO_IMMEDIATE;
-            int n = list.sgeCount(i);
-            int first = list.firstSge(i);
-            sgeAddress = new long[n];
-            sgeLength = new int[n];
-            sgeLkey = new int[n];
-            for (int s = 0; s < n; s++) {
-                sgeAddress[s] = list.sgeAddress(first + s);
-                sgeLength[s] = list.sgeLength(first + s);
-                sgeLkey[s] = list.sgeLkey(first + s);
-            }
-        }
-    }
-
-    private record RecvWr(long wrId, long address, int length, int lkey) {
-    }
-
-    private final class FakeQp implements QueuePair {
-        final int qpn;
-        final QueuePairCaps caps;
-        final FakeCq cq;
-        final QueuePairEvents events;
-        final InetSocketAddress local;
-        final InetSocketAddress remote;
-        final FakeDevice device = FakeFabric.this.device;
-        final ArrayDeque<SendWr> sq = new ArrayDeque<>();
-        final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
-        final AtomicBoolean posting = new AtomicBoolean();
-        QpState state = QpState.INIT;
-        FakeSrq srq;
-        FakeQp peer;
-        byte[] peerPrivateData = new byte[0];
-        int incomingRnrRetry = 7;
-        int sqOccupied;
-        int rqOccupied;
-        int completedUnsignaled;
-        boolean everEstablished;
-        boolean disconnected;
-        /**
-         * A passive queue pair is RTS once accepted (as rdma_accept leaves it), but our verbs binding takes sends only
-         * after rdma_cm's ESTABLISHED event or {@link #establishedByPeer}: until then a send is a violation.
-         */
-        volatile boolean awaitingEstablished;
-
-        FakeQp(int qpn, QueuePairCaps caps, FakeCq cq, QueuePairEvents events, InetSocketAddress local,
-               InetSocketAddress remote) {
-            this.qpn = qpn;
-            this.caps = caps;
-            this.cq = cq;
-            this.events = events;
-            this.local = local;
-            this.remote = remote;
-        }
-
-        @Override
-        public FabricDevice device() {
-            return device;
-        }
-
-        @Override
-        public QueuePairCaps caps() {
-            return caps;
-        }
-
-        @Override
-        public int qpNumber() {
-            return qpn;
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return local;
-        }
-
-        @Override
-        public InetSocketAddress peerAddress() {
-            return remote;
-        }
-
-        @Override
-        public byte[] peerPrivateData() {
-            return peerPrivateData.clone();
-        }
-
-        @Override
-        public void establishedByPeer() {
-            awaitingEstablished = false;
-            establishedByPeer.incrementAndGet();
-        }
-
-        @Override
-        public boolean isEstablished() {
-            lock.lock();
-            try {
-                return state == QpState.RTS;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public void postSend(SendList list) throws FabricException {
-            if (!posting.compareAndSet(false, true)) {
-                violation("concurrent post on qp " + qpn);
-            }
-            lock.lock();
-            try {
-                if (state == QpState.DESTROYED) {
-                    violation("postSend on destroyed qp " + qpn);
-                    throw new FabricException("ibv_post_send: queue pair destroyed");
-                }
-                if (state == QpState.INIT) {
-                    violation("postSend on qp " + qpn + " before the connection is established");
-                    throw new FabricException("ibv_post_send: queue pair not established");
-                }
-                if (awaitingEstablished) {
-                    violation("postSend on accepted qp " + qpn + " before ESTABLISHED or the peer's first frame");
-                    throw new FabricException("rdma_post_sendv: the connection is not established yet");
-                }
-                for (int i = 0; i < list.size(); i++) {
-                    if (list.sgeCount(i) > caps.maxSendSge()) {
-                        violation("postSend with " + list.sgeCount(i) + " sges, qp " + qpn + " allows "
-                                + caps.maxSendSge());
-                        throw new FabricException("ibv_post_send: too many sges (EINVAL " + EINVAL + ")");
-                    }
-                    if ((list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 && noImmediateData) {
-                        violation("SEND_WITH_IMM on qp " + qpn + ": the device does not support immediate data");
-                        throw new FabricException("ibv_post_send: invalid opcode (EINVAL " + EINVAL + ")");
-                    }
-                    if ((list.flags(i) & SendList.FLAG_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
-                        violation("inline send of " + list.byteLength(i) + " bytes, qp " + qpn + " allows "
-                                + caps.maxInlineData());
-                        throw new FabricException("ibv_post_send: inline data too long (EINVAL " + EINVAL + ")");
-                    }
-                }
-                if (sqOccupied + list.size() > caps.maxSendWr()) {
-                    violation("postSend of " + list.size() + " with " + sqOccupied + " outstanding, qp " + qpn
-                            + " allows " + caps.maxSendWr());
-                    throw new FabricException("ibv_post_send: send queue full (ENOMEM " + ENOMEM + ")");
-                }
-                int partial = takeInjected(partialSendPost, list.size());
-                for (int i = 0; i < list.size(); i++) {
-                    if (i == partial) {
-                        wireWork.signalAll();
-                        throw new PartialPostException("ibv_post_send: work request " + i + " refused (injected "
-                                + "ENOMEM " + ENOMEM + ")", null, i);
-                    }
-                    SendWr w = new SendWr(list, i);
-                    sendsBySges.incrementAndGet(Math.min(list.sgeCount(i), sendsBySges.length() - 1));
-                    if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
-                        w.inlineData = gatherInline(w);
-                        if (w.inlineData == null) {
-                            violation("LOC_PROT_ERR: inline send on qp " + qpn + " reads unregistered memory");
-                            throw new FabricException("ibv_post_send: inline sge not readable (EFAULT)");
-                        }
-                    }
-                    sqOccupied++;
-                    if (state == QpState.ERROR) {
-                        completeSend(this, w, WcStatus.WR_FLUSH_ERR, 0);
-                    } else {
-                        sq.add(w);
-                    }
-                }
-                wireWork.signalAll();
-            } finally {
-                lock.unlock();
-                posting.set(false);
-            }
-        }
-
-        private byte[] gatherInline(SendWr w) {
-            int total = 0;
-            for (int len : w.sgeLength) {
-                total += len;
-            }
-            byte[] data = new byte[total];
-            int at = 0;
-            for (int s = 0; s < w.sgeAddress.length; s++) {
-                ByteBuffer src = resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
-                if (src == null) {
-                    return null;
-                }
-                src.get(data, at, w.sgeLength[s]);
-                at += w.sgeLength[s];
-            }
-            return data;
-        }
-
-        /** Where SENDs to this queue pair land: its own receive queue, or its shared one. */
-        ArrayDeque<RecvWr> receiveQueue() {
-            return srq != null ? srq.rq : rq;
-        }
-
-        @Override
-        public void postRecv(RecvList list) throws FabricException {
-            if (srq != null) {
-                violation("postRecv on qp " + qpn + ", which takes its receives from a shared receive queue");
-                throw new FabricException("ibv_post_recv: queue pair uses a shared receive queue (EINVAL)");
-            }
-            if (!posting.compareAndSet(false, true)) {
-                violation("concurrent post on qp " + qpn);
-            }
-            lock.lock();
-            try {
-                if (state == QpState.DESTROYED) {
-                    violation("postRecv on destroyed qp " + qpn);
-                    throw new FabricException("ibv_post_recv: queue pair destroyed");
-                }
-                if (rqOccupied + list.size() > caps.maxRecvWr()) {
-                    violation("postRecv of " + list.size() + " with " + rqOccupied + " outstanding, qp " + qpn
-                            + " allows " + caps.maxRecvWr());
-                    throw new FabricException("ibv_post_recv: receive queue full (ENOMEM " + ENOMEM + ")");
-                }
-                int partial = takeInjected(partialRecvPost, list.size());
-                for (int i = 0; i < list.size(); i++) {
-                    if (i == partial) {
-                        wireWork.signalAll();
-                        throw new PartialPostException("ibv_post_recv: work request " + i + " refused (injected "
-                                + "ENOMEM " + ENOMEM + ")", null, i);
-                    }
-                    RecvWr r = new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
-                    rqOccupied++;
-                    if (state == QpState.ERROR) {
-                        push(cq, new Cqe(this, r.wrId, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
-                    } else {
-                        rq.add(r);
-                    }
-                }
-                wireWork.signalAll();
-            } finally {
-                lock.unlock();
-                posting.set(false);
-            }
-        }
-
-        @Override
-        public void disconnect() {
-            lock.lock();
-            try {
-                if (disconnected || state == QpState.DESTROYED) {
-                    return;
-                }
-                disconnected = true;
-                boolean wasConnected = state == QpState.RTS;
-                toError(this);
-                if (wasConnected) {
-                    cm.execute(() -> events.disconnected(this, "disconnected"));
-                }
-                FakeQp p = peer;
-                if (p != null && p.state == QpState.RTS) {
-                    toError(p);
-                    cm.execute(() -> p.events.disconnected(p, "peer disconnected"));
-                }
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public void close() {
-            lock.lock();
-            try {
-                if (state == QpState.DESTROYED) {
-                    return;
-                }
-                if (everEstablished && (!sq.isEmpty() || !rq.isEmpty())) {
-                    violation("qp " + qpn + " destroyed with " + sq.size() + " sends and " + rq.size()
-                            + " receives still posted");
-                }
-                if (receivesPolledBeforeDestroy) {
-                    long unpolled = cq.entries.stream().filter(e -> e.qp == this && e.recv).count();
-                    if (unpolled > 0) {
-                        violation("qp " + qpn + " destroyed with " + unpolled + " receive completions not yet polled");
-                    }
-                }
-                FakeQp p = peer;
-                destroyLocked(this);
-                if (p != null && p.state == QpState.RTS) {
-                    toError(p);
-                    cm.execute(() -> p.events.disconnected(p, "peer destroyed its queue pair"));
-                }
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public String toString() {
-            return "FakeQp[" + qpn + " " + state + "]";
-        }
-    }
-
-    private final class FakeListener implements FabricListener {
-        final InetSocketAddress address;
-        final ConnectionRequestHandler handler;
-        final ListenerRecovery recovery;
-        volatile boolean closedByUser;
-
-        FakeListener(InetSocketAddress address, ConnectionRequestHandler handler, Addressing addressing) {
-            this.address = address;
-            this.handler = handler;
-            this.recovery = new ListenerRecovery("listener " + RdmaTransport.describe(address), recoveryTimer,
-                    this::rebind);
-        }
-
-        void lose(String reason) {
-            if (listeners.remove(address, this)) {
-                recovery.lost(reason);
-            }
-        }
-
-        private void rebind() throws FabricException {
-            if (closedByUser) {
-                return;
-            }
-            requireDevice(address);
-            if (listeners.putIfAbsent(address, this) != null) {
-                throw new FabricException("rdma_bind_addr " + address + ": address in use (EADDRINUSE)");
-            }
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return address;
-        }
-
-        @Override
-        public void close() {
-            closedByUser = true;
-            recovery.cancel();
-            listeners.remove(address, this);
-        }
-    }
-
-    private final class FakeRequest implements ConnectionRequest {
-        final FakeListener listener;
-        final FakeQp active;
-        final byte[] privateData;
-        final Condition decided = lock.newCondition();
-        /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
-        int outcome;
-        byte[] rejectData;
-        /** Accepted here while handshakes stall: decided for the passive side, pending for the connecting one. */
-        volatile boolean stalled;
-
-        FakeRequest(FakeListener listener, FakeQp active, byte[] privateData) {
-            this.listener = listener;
-            this.active = active;
-            this.privateData = privateData;
-        }
-
-        boolean undecided() {
-            lock.lock();
-            try {
-                return outcome == 0 && !stalled;
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        @Override
-        public byte[] privateData() {
-            return privateData.clone();
-        }
-
-        @Override
-        public InetSocketAddress peerAddress() {
-            return active.local;
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return listener.address;
-        }
-
-        @Override
-        public FabricDevice device() {
-            return device;
-        }
-
-        @Override
-        public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount, QueuePairEvents events)
-                throws FabricException {
-            if (replyData != null && replyData.length > MAX_ACCEPT_DATA) {
-                throw new IllegalArgumentException("accept private data is limited to " + MAX_ACCEPT_DATA
-                        + " bytes, got " + replyData.length);
-            }
-            if (!undecided()) {
-                throw new IllegalStateException("connection request already decided");
-            }
-            QueuePairSpec spec = setup.queuePairSpec(device);
-            FakeQp pqp = createQp(spec, events, listener.address, active.local);
-            pqp.incomingRnrRetry = rnrRetryCount;
-            pqp.peerPrivateData = privateData.clone();
-            pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it
-            try {
-                beforeAcceptPrepare.accept(pqp.qpn);
-                setup.prepare(pqp);
-            } catch (FabricException | RuntimeException e) {
-                destroyQuietly(pqp);
-                throw e;
-            }
-            if (stallHandshakes) {
-                stalled = true;
-                return pqp; // the peer never answers: no established event, the connecting side times out
-            }
-            lock.lock();
-            try {
-                if (outcome != 0 || active.state != QpState.INIT) {
-                    destroyLocked(pqp);
-                    throw new FabricException("accept: the connecting side gave up");
-                }
-                active.peer = pqp;
-                pqp.peer = active;
-                active.peerPrivateData = replyData == null ? new byte[0] : replyData.clone();
-                active.state = QpState.RTS;
-                pqp.state = QpState.RTS;
-                active.everEstablished = true;
-                pqp.everEstablished = true;
-                outcome = 1;
-                decided.signalAll();
-            } finally {
-                lock.unlock();
-            }
-            Runnable established = () -> {
-                pqp.awaitingEstablished = false;
-                events.established(pqp);
-            };
-            if (holdPassiveEstablished) {
-                synchronized (heldEstablished) {
-                    heldEstablished.add(established);
-                }
-            } else {
-                cm.execute(established);
-            }
-            return pqp;
-        }
-
-        @Override
-        public void reject(byte[] reason) {
-            if (reason != null && reason.length > MAX_REJECT_DATA) {
-                throw new IllegalArgumentException("reject private data is limited to " + MAX_REJECT_DATA
-                        + " bytes, got " + reason.length);
-            }
-            lock.lock();
-            try {
-                if (outcome != 0) {
-                    throw new IllegalStateException("connection request already decided");
-                }
-                outcome = -1;
-                rejectData = reason == null ? new byte[0] : reason.clone();
-                decided.signalAll();
-            } finally {
-                lock.unlock();
-            }
-        }
-
-        void rejectIfUndecided() {
-            lock.lock();
-            try {
-                if (outcome == 0) {
-                    outcome = -1;
-                    rejectData = new byte[0];
-                    decided.signalAll();
-                }
-            } finally {
-                lock.unlock();
-            }
         }
     }
 }

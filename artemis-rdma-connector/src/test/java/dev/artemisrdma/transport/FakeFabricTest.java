@@ -317,4 +317,126 @@ class FakeFabricTest {
             throw new AssertionError(e);
         }
     }
+
+    // ------------------------------------------------------------------ native objects form a tree (issue 22, item 2)
+
+    @Test
+    void destroyingACompletionQueueAQueuePairStillUsesIsRefusedAndLeaksIt() throws Exception {
+        connect(7, 8, 0);
+        assertEquals(2, fabric.liveCompletionQueues());
+        cqB.close(); // b still uses it: ibv_destroy_cq says EBUSY
+        assertTrue(has(fabric.violations(), "completion queue destroyed while 1 queue pairs still use it"),
+                fabric.violations().toString());
+        assertThrows(FabricException.class, () -> cqB.poll(wc), "closed for its user");
+        b.close();
+        cqB.close(); // a second close does not retry the destroy, as IbvCompletionQueue's does not
+        assertEquals(2, fabric.liveCompletionQueues(), "the refused queue stays live, leaked");
+        a.close();
+        cqA.close(); // nothing uses it any more: destroyed
+        assertEquals(1, fabric.liveCompletionQueues());
+    }
+
+    @Test
+    void destroyingASharedReceiveQueueAQueuePairIsAttachedToIsRefused() throws Exception {
+        fabric = new FakeFabric(new FakeFabric.Limits(1024, 4, 4096, 128, false));
+        cqA = fabric.device().createCompletionQueue(64);
+        cqB = fabric.device().createCompletionQueue(64);
+        memB = fabric.device().register(4096);
+        SharedReceiveQueue srq = fabric.device().createSharedReceiveQueue(8);
+        srq.postRecv(new RecvList(1).add(1, memB.address(), 100, memB.lkey()));
+        CompletableFuture<QueuePair> passive = new CompletableFuture<>();
+        FabricListener l = fabric.listen(Peers.serverAddress(), req -> {
+            try {
+                passive.complete(req.accept(onSrq(cqB, srq), new byte[] {1}, 7, (qp, reason) -> { }));
+            } catch (FabricException e) {
+                passive.completeExceptionally(e);
+            }
+        });
+        a = fabric.connect(l.localAddress(), setup(cqA, 8, 0),
+                new ConnectOptions(new byte[] {2}, 7, 7, Duration.ofSeconds(5)), (qp, reason) -> { });
+        b = passive.get(5, TimeUnit.SECONDS);
+        l.close();
+
+        IllegalStateException refused = assertThrows(IllegalStateException.class, srq::close,
+                "ibv_destroy_srq says EBUSY and our binding throws");
+        assertTrue(refused.getMessage().contains("still in use"), refused.getMessage());
+        assertTrue(has(fabric.violations(), "shared receive queue destroyed while 1 queue pairs use it"),
+                fabric.violations().toString());
+        assertEquals(1, fabric.liveSharedReceiveQueues(), "the queue stays alive");
+        srq.postRecv(new RecvList(1).add(2, memB.address(), 100, memB.lkey())); // and usable
+        a.close();
+        b.close();
+        srq.close(); // no queue pair left: destroyed
+        assertEquals(0, fabric.liveSharedReceiveQueues());
+    }
+
+    private static ConnectionSetup onSrq(CompletionQueue cq, SharedReceiveQueue srq) {
+        return new ConnectionSetup() {
+            @Override
+            public QueuePairSpec queuePairSpec(FabricDevice device) {
+                return new QueuePairSpec(cq, 8, 8, 2, 1, 0, srq);
+            }
+
+            @Override
+            public void prepare(QueuePair queuePair) {
+            }
+        };
+    }
+
+    @Test
+    void freeingADeviceWithLiveChildrenIsRefused() throws Exception {
+        fabric = new FakeFabric();
+        FabricDevice device = fabric.device();
+        CompletionQueue cq = device.createCompletionQueue(4);
+        RegisteredMemory memory = device.register(4096);
+        CompletableFuture<FabricDevice> lost = new CompletableFuture<>();
+        DeviceListener holder = (d, reason) -> lost.complete(d);
+        fabric.addDeviceListener(holder);
+        fabric.removeDevice();
+        assertEquals(device, lost.get(5, TimeUnit.SECONDS));
+        fabric.releaseDevice(device, holder); // wrong order: its queue and memory are still there
+        assertTrue(has(fabric.violations(), "freed while it still holds 1 completion queue, 1 memory region"),
+                fabric.violations().toString());
+        assertFalse(fabric.releasedDevices().contains(device), "ibv_dealloc_pd says EBUSY: the device is not freed");
+
+        fabric.clearViolations();
+        fabric.restoreDevice();
+        CompletableFuture<FabricDevice> lostAgain = new CompletableFuture<>();
+        DeviceListener tidy = (d, reason) -> lostAgain.complete(d);
+        fabric.addDeviceListener(tidy);
+        FabricDevice second = fabric.device();
+        RegisteredMemory onSecond = second.register(4096);
+        fabric.removeDevice();
+        assertEquals(second, lostAgain.get(5, TimeUnit.SECONDS));
+        onSecond.close(); // the right order: children first
+        fabric.releaseDevice(second, tidy);
+        fabric.releaseDevice(second, holder);
+        assertTrue(fabric.releasedDevices().contains(second));
+        fabric.assertNoViolations();
+
+        cq.close();
+        memory.close();
+    }
+
+    @Test
+    void closingTheFabricWhileADeviceHoldsObjectsIsAViolation() throws Exception {
+        fabric = new FakeFabric();
+        RegisteredMemory memory = fabric.device().register(4096);
+        fabric.close();
+        assertTrue(has(fabric.violations(), "fabric closed while device fake0 (generation 0) still holds 1 memory"
+                + " region"), fabric.violations().toString());
+        memory.close();
+    }
+
+    @Test
+    void deregisteringMemoryAReceiveLandedInBeforeItsCompletionIsPolledIsAViolation() throws Exception {
+        connect(7, 8, 0);
+        b.postRecv(new RecvList(1).add(1, memB.address(), 10, memB.lkey()));
+        a.postSend(send(1, 10, SendList.FLAG_SIGNALED));
+        Peers.await("the SEND executed", 5000, this::probe); // b's receive completion is queued before a's
+        fabric.assertNoViolations();
+        memB.close(); // nothing is posted any more, but the poller of cqB has yet to read what landed
+        assertTrue(has(fabric.violations(), "has landed in it and its completion is not yet polled"),
+                fabric.violations().toString());
+    }
 }

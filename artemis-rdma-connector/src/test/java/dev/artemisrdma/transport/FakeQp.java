@@ -1,0 +1,300 @@
+/*
+ * Fakes a reliable-connected queue pair with its rdma_cm id (ibv_qp + rdma_cm_id), and its state ({@link QpState}).
+ * Enforces: posting before the connection is established (or, accepted, before ESTABLISHED or the peer's first frame),
+ * on a destroyed queue pair, more sges or inline bytes than its caps (EINVAL), more outstanding requests than its caps
+ * (ENOMEM), SEND_WITH_IMM without device support, concurrent posts, receives posted on a queue pair of a shared
+ * receive queue, destroying it established with work requests posted (and, when required, with receive completions
+ * unpolled). State: guarded by the fabric's lock; its events are delivered on the fabric's cm thread.
+ */
+package dev.artemisrdma.transport;
+
+import dev.artemisrdma.transport.FakeCq.Cqe;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+final class FakeQp implements QueuePair {
+
+    /** Where a queue pair is: created (INIT), connected (RTS), in error (flushing), destroyed. */
+    enum QpState { INIT, RTS, ERROR, DESTROYED }
+
+    private final FakeFabric fabric;
+    final int qpn;
+    final QueuePairCaps caps;
+    final FakeCq cq;
+    final QueuePairEvents events;
+    final InetSocketAddress local;
+    final InetSocketAddress remote;
+    final FakeDevice device;
+    final ArrayDeque<SendWr> sq = new ArrayDeque<>();
+    final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
+    final AtomicBoolean posting = new AtomicBoolean();
+    QpState state = QpState.INIT;
+    FakeSrq srq;
+    FakeQp peer;
+    byte[] peerPrivateData = new byte[0];
+    int incomingRnrRetry = 7;
+    int sqOccupied;
+    int rqOccupied;
+    int completedUnsignaled;
+    boolean everEstablished;
+    boolean disconnected;
+    /**
+     * A passive queue pair is RTS once accepted (as rdma_accept leaves it), but our verbs binding takes sends only
+     * after rdma_cm's ESTABLISHED event or {@link #establishedByPeer}: until then a send is a violation.
+     */
+    volatile boolean awaitingEstablished;
+
+    FakeQp(FakeFabric fabric, int qpn, QueuePairCaps caps, FakeCq cq, QueuePairEvents events,
+           InetSocketAddress local, InetSocketAddress remote) {
+        this.fabric = fabric;
+        this.device = fabric.device;
+        this.qpn = qpn;
+        this.caps = caps;
+        this.cq = cq;
+        this.events = events;
+        this.local = local;
+        this.remote = remote;
+    }
+
+    @Override
+    public FabricDevice device() {
+        return device;
+    }
+
+    @Override
+    public QueuePairCaps caps() {
+        return caps;
+    }
+
+    @Override
+    public int qpNumber() {
+        return qpn;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return local;
+    }
+
+    @Override
+    public InetSocketAddress peerAddress() {
+        return remote;
+    }
+
+    @Override
+    public byte[] peerPrivateData() {
+        return peerPrivateData.clone();
+    }
+
+    @Override
+    public void establishedByPeer() {
+        awaitingEstablished = false;
+        fabric.establishedByPeer.incrementAndGet();
+    }
+
+    @Override
+    public boolean isEstablished() {
+        fabric.lock.lock();
+        try {
+            return state == QpState.RTS;
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+
+    @Override
+    public void postSend(SendList list) throws FabricException {
+        if (!posting.compareAndSet(false, true)) {
+            fabric.violation("concurrent post on qp " + qpn);
+        }
+        fabric.lock.lock();
+        try {
+            if (state == QpState.DESTROYED) {
+                fabric.violation("postSend on destroyed qp " + qpn);
+                throw new FabricException("ibv_post_send: queue pair destroyed");
+            }
+            if (state == QpState.INIT) {
+                fabric.violation("postSend on qp " + qpn + " before the connection is established");
+                throw new FabricException("ibv_post_send: queue pair not established");
+            }
+            if (awaitingEstablished) {
+                fabric.violation("postSend on accepted qp " + qpn + " before ESTABLISHED or the peer's first frame");
+                throw new FabricException("rdma_post_sendv: the connection is not established yet");
+            }
+            for (int i = 0; i < list.size(); i++) {
+                if (list.sgeCount(i) > caps.maxSendSge()) {
+                    fabric.violation("postSend with " + list.sgeCount(i) + " sges, qp " + qpn + " allows "
+                            + caps.maxSendSge());
+                    throw new FabricException("ibv_post_send: too many sges (EINVAL " + FakeFabric.EINVAL + ")");
+                }
+                if ((list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 && fabric.noImmediateData) {
+                    fabric.violation("SEND_WITH_IMM on qp " + qpn + ": the device does not support immediate data");
+                    throw new FabricException("ibv_post_send: invalid opcode (EINVAL " + FakeFabric.EINVAL + ")");
+                }
+                if ((list.flags(i) & SendList.FLAG_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
+                    fabric.violation("inline send of " + list.byteLength(i) + " bytes, qp " + qpn + " allows "
+                            + caps.maxInlineData());
+                    throw new FabricException("ibv_post_send: inline data too long (EINVAL " + FakeFabric.EINVAL + ")");
+                }
+            }
+            if (sqOccupied + list.size() > caps.maxSendWr()) {
+                fabric.violation("postSend of " + list.size() + " with " + sqOccupied + " outstanding, qp " + qpn
+                        + " allows " + caps.maxSendWr());
+                throw new FabricException("ibv_post_send: send queue full (ENOMEM " + FakeFabric.ENOMEM + ")");
+            }
+            int partial = FakeFabric.takeInjected(fabric.partialSendPost, list.size());
+            for (int i = 0; i < list.size(); i++) {
+                if (i == partial) {
+                    fabric.wireWork.signalAll();
+                    throw new PartialPostException("ibv_post_send: work request " + i + " refused (injected "
+                            + "ENOMEM " + FakeFabric.ENOMEM + ")", null, i);
+                }
+                SendWr w = new SendWr(list, i);
+                fabric.sendsBySges.incrementAndGet(Math.min(list.sgeCount(i), fabric.sendsBySges.length() - 1));
+                if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
+                    w.inlineData = gatherInline(w);
+                    if (w.inlineData == null) {
+                        fabric.violation("LOC_PROT_ERR: inline send on qp " + qpn + " reads unregistered memory");
+                        throw new FabricException("ibv_post_send: inline sge not readable (EFAULT)");
+                    }
+                }
+                sqOccupied++;
+                if (state == QpState.ERROR) {
+                    fabric.completeSend(this, w, WcStatus.WR_FLUSH_ERR, 0);
+                } else {
+                    sq.add(w);
+                }
+            }
+            fabric.wireWork.signalAll();
+        } finally {
+            fabric.lock.unlock();
+            posting.set(false);
+        }
+    }
+
+    private byte[] gatherInline(SendWr w) {
+        int total = 0;
+        for (int len : w.sgeLength) {
+            total += len;
+        }
+        byte[] data = new byte[total];
+        int at = 0;
+        for (int s = 0; s < w.sgeAddress.length; s++) {
+            ByteBuffer src = fabric.resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
+            if (src == null) {
+                return null;
+            }
+            src.get(data, at, w.sgeLength[s]);
+            at += w.sgeLength[s];
+        }
+        return data;
+    }
+
+    /** Where SENDs to this queue pair land: its own receive queue, or its shared one. */
+    ArrayDeque<RecvWr> receiveQueue() {
+        return srq != null ? srq.rq : rq;
+    }
+
+    @Override
+    public void postRecv(RecvList list) throws FabricException {
+        if (srq != null) {
+            fabric.violation("postRecv on qp " + qpn + ", which takes its receives from a shared receive queue");
+            throw new FabricException("ibv_post_recv: queue pair uses a shared receive queue (EINVAL)");
+        }
+        if (!posting.compareAndSet(false, true)) {
+            fabric.violation("concurrent post on qp " + qpn);
+        }
+        fabric.lock.lock();
+        try {
+            if (state == QpState.DESTROYED) {
+                fabric.violation("postRecv on destroyed qp " + qpn);
+                throw new FabricException("ibv_post_recv: queue pair destroyed");
+            }
+            if (rqOccupied + list.size() > caps.maxRecvWr()) {
+                fabric.violation("postRecv of " + list.size() + " with " + rqOccupied + " outstanding, qp " + qpn
+                        + " allows " + caps.maxRecvWr());
+                throw new FabricException("ibv_post_recv: receive queue full (ENOMEM " + FakeFabric.ENOMEM + ")");
+            }
+            int partial = FakeFabric.takeInjected(fabric.partialRecvPost, list.size());
+            for (int i = 0; i < list.size(); i++) {
+                if (i == partial) {
+                    fabric.wireWork.signalAll();
+                    throw new PartialPostException("ibv_post_recv: work request " + i + " refused (injected "
+                            + "ENOMEM " + FakeFabric.ENOMEM + ")", null, i);
+                }
+                RecvWr r = new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
+                rqOccupied++;
+                if (state == QpState.ERROR) {
+                    fabric.push(cq, new Cqe(this, r.wrId(), WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true,
+                            0));
+                } else {
+                    rq.add(r);
+                }
+            }
+            fabric.wireWork.signalAll();
+        } finally {
+            fabric.lock.unlock();
+            posting.set(false);
+        }
+    }
+
+    @Override
+    public void disconnect() {
+        fabric.lock.lock();
+        try {
+            if (disconnected || state == QpState.DESTROYED) {
+                return;
+            }
+            disconnected = true;
+            boolean wasConnected = state == QpState.RTS;
+            fabric.toError(this);
+            if (wasConnected) {
+                fabric.cm.execute(() -> events.disconnected(this, "disconnected"));
+            }
+            FakeQp p = peer;
+            if (p != null && p.state == QpState.RTS) {
+                fabric.toError(p);
+                fabric.cm.execute(() -> p.events.disconnected(p, "peer disconnected"));
+            }
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+
+    @Override
+    public void close() {
+        fabric.lock.lock();
+        try {
+            if (state == QpState.DESTROYED) {
+                return;
+            }
+            if (everEstablished && (!sq.isEmpty() || !rq.isEmpty())) {
+                fabric.violation("qp " + qpn + " destroyed with " + sq.size() + " sends and " + rq.size()
+                        + " receives still posted");
+            }
+            if (fabric.receivesPolledBeforeDestroy) {
+                long unpolled = cq.entries.stream().filter(e -> e.qp() == this && e.recv()).count();
+                if (unpolled > 0) {
+                    fabric.violation("qp " + qpn + " destroyed with " + unpolled
+                            + " receive completions not yet polled");
+                }
+            }
+            FakeQp p = peer;
+            fabric.destroyLocked(this);
+            if (p != null && p.state == QpState.RTS) {
+                fabric.toError(p);
+                fabric.cm.execute(() -> p.events.disconnected(p, "peer destroyed its queue pair"));
+            }
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "FakeQp[" + qpn + " " + state + "]";
+    }
+}

@@ -1,0 +1,153 @@
+/*
+ * Fakes an incoming connection request (RDMA_CM_EVENT_CONNECT_REQUEST): handed to the listener's handler on the
+ * fabric's cm thread, which must accept or reject it. Enforces the private-data limits of accept (196 bytes) and reject
+ * (148), a second decision, and accepting after the connecting side gave up. State: {@code outcome} and
+ * {@code rejectData} are guarded by the fabric's lock, {@code decided} is a condition of it that the connecting
+ * thread waits on.
+ */
+package dev.artemisrdma.transport;
+
+import dev.artemisrdma.transport.FakeQp.QpState;
+
+import java.net.InetSocketAddress;
+import java.util.concurrent.locks.Condition;
+
+final class FakeRequest implements ConnectionRequest {
+    private final FakeFabric fabric;
+    final FakeListener listener;
+    final FakeQp active;
+    final byte[] privateData;
+    final Condition decided;
+    /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
+    int outcome;
+    byte[] rejectData;
+    /** Accepted here while handshakes stall: decided for the passive side, pending for the connecting one. */
+    volatile boolean stalled;
+
+    FakeRequest(FakeFabric fabric, FakeListener listener, FakeQp active, byte[] privateData) {
+        this.fabric = fabric;
+        this.decided = fabric.lock.newCondition();
+        this.listener = listener;
+        this.active = active;
+        this.privateData = privateData;
+    }
+
+    boolean undecided() {
+        fabric.lock.lock();
+        try {
+            return outcome == 0 && !stalled;
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+
+    @Override
+    public byte[] privateData() {
+        return privateData.clone();
+    }
+
+    @Override
+    public InetSocketAddress peerAddress() {
+        return active.local;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return listener.address;
+    }
+
+    @Override
+    public FabricDevice device() {
+        return fabric.device;
+    }
+
+    @Override
+    public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount, QueuePairEvents events)
+            throws FabricException {
+        if (replyData != null && replyData.length > FakeFabric.MAX_ACCEPT_DATA) {
+            throw new IllegalArgumentException("accept private data is limited to " + FakeFabric.MAX_ACCEPT_DATA
+                    + " bytes, got " + replyData.length);
+        }
+        if (!undecided()) {
+            throw new IllegalStateException("connection request already decided");
+        }
+        QueuePairSpec spec = setup.queuePairSpec(fabric.device);
+        FakeQp pqp = fabric.createQp(spec, events, listener.address, active.local);
+        pqp.incomingRnrRetry = rnrRetryCount;
+        pqp.peerPrivateData = privateData.clone();
+        pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it
+        try {
+            fabric.beforeAcceptPrepare.accept(pqp.qpn);
+            setup.prepare(pqp);
+        } catch (FabricException | RuntimeException e) {
+            fabric.destroyQuietly(pqp);
+            throw e;
+        }
+        if (fabric.stallHandshakes) {
+            stalled = true;
+            return pqp; // the peer never answers: no established event, the connecting side times out
+        }
+        fabric.lock.lock();
+        try {
+            if (outcome != 0 || active.state != QpState.INIT) {
+                fabric.destroyLocked(pqp);
+                throw new FabricException("accept: the connecting side gave up");
+            }
+            active.peer = pqp;
+            pqp.peer = active;
+            active.peerPrivateData = replyData == null ? new byte[0] : replyData.clone();
+            active.state = QpState.RTS;
+            pqp.state = QpState.RTS;
+            active.everEstablished = true;
+            pqp.everEstablished = true;
+            outcome = 1;
+            decided.signalAll();
+        } finally {
+            fabric.lock.unlock();
+        }
+        Runnable established = () -> {
+            pqp.awaitingEstablished = false;
+            events.established(pqp);
+        };
+        if (fabric.holdPassiveEstablished) {
+            synchronized (fabric.heldEstablished) {
+                fabric.heldEstablished.add(established);
+            }
+        } else {
+            fabric.cm.execute(established);
+        }
+        return pqp;
+    }
+
+    @Override
+    public void reject(byte[] reason) {
+        if (reason != null && reason.length > FakeFabric.MAX_REJECT_DATA) {
+            throw new IllegalArgumentException("reject private data is limited to " + FakeFabric.MAX_REJECT_DATA
+                    + " bytes, got " + reason.length);
+        }
+        fabric.lock.lock();
+        try {
+            if (outcome != 0) {
+                throw new IllegalStateException("connection request already decided");
+            }
+            outcome = -1;
+            rejectData = reason == null ? new byte[0] : reason.clone();
+            decided.signalAll();
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+
+    void rejectIfUndecided() {
+        fabric.lock.lock();
+        try {
+            if (outcome == 0) {
+                outcome = -1;
+                rejectData = new byte[0];
+                decided.signalAll();
+            }
+        } finally {
+            fabric.lock.unlock();
+        }
+    }
+}
