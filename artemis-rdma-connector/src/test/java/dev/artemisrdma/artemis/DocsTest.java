@@ -21,7 +21,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The documentation against the repository and the code: every relative link and image in README.md, docs/**.md and
- * it-tests/bench/README.md names a file or folder that exists, and README's configuration table lists exactly the
+ * it-tests/bench/README.md names a file or folder that exists (and a heading, where it names one in a Markdown
+ * file), and README's configuration table lists exactly the
  * keys the acceptor and the connector accept ({@link RdmaParameters#ACCEPTOR_KEYS},
  * {@link RdmaParameters#CONNECTOR_KEYS}), each with the side(s) that accept it.
  */
@@ -42,14 +43,17 @@ class DocsTest {
             Matcher m = LINK.matcher(text);
             while (m.find()) {
                 String target = m.group(1);
-                if (SCHEME.matcher(target).find() || target.startsWith("#")) {
+                if (SCHEME.matcher(target).find()) {
                     continue;
                 }
                 String path = target.replaceFirst("[#?].*$", "");
-                Path resolved = doc.getParent().resolve(path).normalize();
+                Path resolved = path.isEmpty() ? doc : doc.getParent().resolve(path).normalize();
                 checked++;
                 if (!resolved.startsWith(root) || !Files.exists(resolved)) {
                     broken.add(root.relativize(doc) + ": " + target);
+                } else if (target.contains("#") && resolved.toString().endsWith(".md")
+                        && !anchors(resolved).contains(target.substring(target.indexOf('#') + 1))) {
+                    broken.add(root.relativize(doc) + ": " + target + " (no such heading)");
                 }
             }
         }
@@ -121,6 +125,21 @@ class DocsTest {
             walk.filter(p -> p.toString().endsWith(".md")).sorted().forEach(docs::add);
         }
         return docs;
+    }
+
+    /** The anchors GitHub gives the headings of a Markdown file (a repeated heading gets -1, -2, ...). */
+    static Set<String> anchors(Path doc) throws IOException {
+        Set<String> anchors = new TreeSet<>();
+        Map<String, Integer> seen = new LinkedHashMap<>();
+        for (String line : withoutCodeBlocks(Files.readString(doc)).split("\n")) {
+            if (line.matches("#{1,6} .*")) {
+                String slug = line.replaceFirst("#+ ", "").strip().toLowerCase(java.util.Locale.ROOT)
+                        .replaceAll("[^\\p{L}\\p{N} _-]", "").replace(' ', '-');
+                int n = seen.merge(slug, 1, Integer::sum);
+                anchors.add(n == 1 ? slug : slug + "-" + (n - 1));
+            }
+        }
+        return anchors;
     }
 
     /** Fenced code blocks hold commands and XML, not links. */
