@@ -153,7 +153,7 @@ public final class ArtemisTransportBenchmark {
     public static void main(String[] args) throws Exception {
         if (args.length > 0) {
             System.err.println("artemis-bench takes no arguments: set DELIVERY, PAIRS, ROUNDS, THROUGHPUT_SECONDS, "
-                    + "RATE, LATENCY_SECONDS in the environment (see README, Benchmarks)");
+                    + "RATE, LATENCY_SECONDS in the environment (see it-tests/bench/README.md)");
             System.exit(2);
         }
         Settings settings;
