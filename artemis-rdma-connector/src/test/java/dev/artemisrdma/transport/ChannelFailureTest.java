@@ -25,6 +25,7 @@ class ChannelFailureTest {
     /** A raw fabric-level connect with arbitrary private data, the way a foreign peer would come. */
     private static ConnectionRejectedException rawConnect(FakeFabric fabric, RdmaServer server, byte[] data) {
         CompletionQueue[] cq = new CompletionQueue[1];
+        QueuePair[] handedOver = new QueuePair[1];
         try {
             cq[0] = fabric.device().createCompletionQueue(16);
             ConnectionSetup setup = new ConnectionSetup() {
@@ -35,6 +36,7 @@ class ChannelFailureTest {
 
                 @Override
                 public void prepare(QueuePair qp) {
+                    handedOver[0] = qp; // ours from here on, whatever the connect's outcome
                 }
             };
             return assertThrows(ConnectionRejectedException.class, () -> fabric.connect(server.localAddress(), setup,
@@ -42,6 +44,9 @@ class ChannelFailureTest {
         } catch (FabricException e) {
             throw new AssertionError(e);
         } finally {
+            if (handedOver[0] != null) {
+                handedOver[0].close();
+            }
             if (cq[0] != null) {
                 cq[0].close();
             }

@@ -513,12 +513,9 @@ public final class FakeFabric implements Fabric {
         QueuePairSpec spec = setup.queuePairSpec(device);
         FakeQp qp = createQp(spec, events, local, remote);
         qp.incomingRnrRetry = options.rnrRetryCount();
-        try {
-            setup.prepare(qp);
-        } catch (FabricException | RuntimeException e) {
-            destroyQuietly(qp);
-            throw e;
-        }
+        // prepare hands the queue pair over (ConnectionSetup.prepare): from here on only the channel destroys it, on
+        // every outcome; a queue pair it forgets stays live, and tests that count them see the leak
+        setup.prepare(qp);
         FakeRequest req = new FakeRequest(this, l, qp, options.privateData().clone());
         cm.execute(() -> {
             try {
@@ -552,7 +549,6 @@ public final class FakeFabric implements Fabric {
         if (req.outcome == 1) {
             return qp;
         }
-        destroyQuietly(qp);
         if (req.outcome == -1) {
             throw new ConnectionRejectedException(remote, req.rejectData);
         }

@@ -203,6 +203,7 @@ class FakeFabricTest {
         CompletionQueue cq = fabric.device().createCompletionQueue(16);
         RegisteredMemory m = fabric.device().register(64);
         CompletableFuture<QueuePair> early = new CompletableFuture<>();
+        QueuePair[] handedOver = new QueuePair[1];
         FabricListener l = fabric.listen(Peers.serverAddress(), req -> req.reject(null));
         ConnectionSetup s = new ConnectionSetup() {
             @Override
@@ -212,6 +213,7 @@ class FakeFabricTest {
 
             @Override
             public void prepare(QueuePair qp) {
+                handedOver[0] = qp;
                 SendList list = new SendList(1, 1);
                 list.addSend(1, 0).addSge(m.address(), 1, m.lkey());
                 try {
@@ -226,7 +228,9 @@ class FakeFabricTest {
                 new ConnectOptions(null, 0, 0, Duration.ofSeconds(2)), (qp, r) -> { }));
         assertTrue(early.isCompletedExceptionally());
         assertTrue(has(fabric.violations(), "before the connection is established"));
-        assertEquals(0, fabric.liveQueuePairs(), "a rejected connect leaves no queue pair");
+        assertEquals(1, fabric.liveQueuePairs(), "prepare handed the queue pair over: the fabric destroys it no more");
+        handedOver[0].close();
+        assertEquals(0, fabric.liveQueuePairs(), "its owner destroyed it");
     }
 
     @Test

@@ -78,11 +78,12 @@ final class FakeRequest implements ConnectionRequest {
         pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it
         try {
             fabric.beforeAcceptPrepare.accept(pqp.qpn);
-            setup.prepare(pqp);
-        } catch (FabricException | RuntimeException e) {
-            fabric.destroyQuietly(pqp);
+        } catch (RuntimeException e) {
+            fabric.destroyQuietly(pqp); // not handed over yet: still the fabric's
             throw e;
         }
+        // prepare hands the queue pair over (ConnectionSetup.prepare): from here on only the channel destroys it
+        setup.prepare(pqp);
         if (fabric.stallHandshakes) {
             stalled = true;
             return pqp; // the peer never answers: no established event, the connecting side times out
@@ -90,8 +91,7 @@ final class FakeRequest implements ConnectionRequest {
         fabric.lock.lock();
         try {
             if (outcome != 0 || active.state != QpState.INIT) {
-                fabric.destroyLocked(pqp);
-                throw new FabricException("accept: the connecting side gave up");
+                throw new FabricException("accept: the connecting side gave up"); // the channel destroys pqp
             }
             active.peer = pqp;
             pqp.peer = active;

@@ -48,6 +48,7 @@ final class RawPeer implements AutoCloseable {
 
                 @Override
                 public void prepare(QueuePair queuePair) throws FabricException {
+                    p.qp = queuePair; // ours from here on: close() destroys it if the connect fails
                     RecvList receives = new RecvList(RECEIVES);
                     for (int s = 0; s < RECEIVES; s++) {
                         receives.add(RdmaChannelImpl.RECV_BIT | s, p.memory.address() + (long) s * SLOT, SLOT,
