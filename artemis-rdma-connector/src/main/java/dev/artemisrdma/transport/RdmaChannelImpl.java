@@ -70,10 +70,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private volatile BufferPool pool;
     private volatile ChannelState state = ChannelState.CONNECTING;
     private volatile int qpNumber = -1;
-    /** Receives come from the loop's shared pool (decided before bind, never changed after). */
-    private volatile boolean sharesReceives;
-    private SharedReceivePool sharedPool;
-    private SharedReceivePool.Allocation sharedAllocation;
+    /** The channel's place in its loop's shared receive pool, if it takes its receives from one. */
+    private final SharedReceiveMembership shared;
     /** The device {@link #bindBeforeAccept} bound to; null when the queue pair's set-up binds. */
     private FabricDevice boundEarly;
 
@@ -127,6 +125,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         this.send = new SendSide(config, id, remote, config.creditThresholdInForce());
         this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
         send.credits().offered(slots); // what localParams() offers
+        this.shared = new SharedReceiveMembership(config, send.credits());
     }
 
     /**
@@ -136,7 +135,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     Handshake.Params localParams() {
         int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
                 | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
-        if (sharesReceives) {
+        if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     config.sharedMaxCredits());
         }
@@ -148,27 +147,23 @@ final class RdmaChannelImpl implements RdmaChannel {
      * side, for a peer that accepts credit growth.
      */
     void shareReceives() {
-        sharesReceives = true;
         lock.lock();
         try {
-            send.credits().offered(TransportConfig.SHARED_MIN_CREDITS); // what localParams() offers when shared
-            // a one-way sender at its last credit leaves us holding allocation - 1 owed credits: the threshold must
-            // not exceed that, starting from the minimum
-            send.credits().threshold(config.sharedCreditThreshold(TransportConfig.SHARED_MIN_CREDITS));
+            shared.share();
         } finally {
             lock.unlock();
         }
     }
 
     boolean sharesReceives() {
-        return sharesReceives;
+        return shared.shares();
     }
 
     /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
     SharedReceivePool sharedPool() {
         lock.lock();
         try {
-            return sharedAllocation == null || memory == null ? null : sharedPool;
+            return shared.pool();
         } finally {
             lock.unlock();
         }
@@ -176,8 +171,7 @@ final class RdmaChannelImpl implements RdmaChannel {
 
     /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
     void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
-        this.sharedPool = pool;
-        this.sharedAllocation = allocation;
+        shared.admitted(pool, allocation);
     }
 
     /**
@@ -185,12 +179,12 @@ final class RdmaChannelImpl implements RdmaChannel {
      * shared pool the send budget alone (the loop reserves the pool's receives once).
      */
     int completionEntries() {
-        return config.completionEntriesPerConnection(sharesReceives);
+        return config.completionEntriesPerConnection(shared.shares());
     }
 
     /** Bytes of this connection's own registration: receive slots (unless shared) and send headers. */
     private int ownRegistrationBytes() {
-        return config.registeredBytesPerConnection(sharesReceives);
+        return config.registeredBytesPerConnection(shared.shares());
     }
 
     void setHandler(ChannelHandler handler) {
@@ -222,9 +216,9 @@ final class RdmaChannelImpl implements RdmaChannel {
             public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
                 bindUnlessBound(device);
                 queuePairPending(true);
-                if (sharesReceives) {
+                if (shared.shares()) {
                     return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), 1, 2, 1,
-                            config.maxInlineData(), sharedPool.queue());
+                            config.maxInlineData(), shared.queue());
                 }
                 return new QueuePairSpec(loop.completionQueue(), config.sendQueueDepth(), slots, 2, 1,
                         config.maxInlineData());
@@ -296,15 +290,13 @@ final class RdmaChannelImpl implements RdmaChannel {
             try {
                 memory = device.register(ownRegistrationBytes());
             } catch (FabricException | RuntimeException e) {
-                if (sharedAllocation != null) {
-                    sharedPool.release(sharedAllocation);
-                }
+                shared.release();
                 loop.unregister(index, reservedEntries);
                 loop = null;
                 index = -1;
                 throw e;
             }
-            if (!sharesReceives) {
+            if (!shared.shares()) {
                 receive.attach(memory, index);
             }
         } finally {
@@ -340,7 +332,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 throw new FabricException("channel " + id + ": queue pair offers " + caps.maxSendSge()
                         + " send scatter-gather entries, the transport needs 2");
             }
-            if (sharesReceives) {
+            if (shared.shares()) {
                 send.attach(queuePair, caps, memory, 0, index, pool);
                 loop.mapQueuePair(qpNumber, this); // before the peer can send: its SENDs complete on the pool
                 return;
@@ -899,7 +891,7 @@ final class RdmaChannelImpl implements RdmaChannel {
         lock.lock();
         try {
             return id + " " + state + " " + send.debugState() + " receives=" + receivesOutstanding
-                    + (sharedAllocation == null ? "" : " shared=" + sharedAllocation.credits());
+                    + " " + shared;
         } finally {
             lock.unlock();
         }
@@ -990,7 +982,7 @@ final class RdmaChannelImpl implements RdmaChannel {
                 send.credits().grant(receive.batchGranted());
                 send.credits().arrived(receive.batchArrived());
                 if (receive.batchReleased() > 0) {
-                    if (sharedAllocation == null) {
+                    if (!shared.isMember()) {
                         throw new FabricException("protocol error: the peer gave back credits that were never "
                                 + "recalled (this side grants from no shared pool)");
                     }
@@ -1002,8 +994,13 @@ final class RdmaChannelImpl implements RdmaChannel {
             } catch (FabricException e) {
                 receive.protocolError(e);
             }
-            if (sharedAllocation != null) {
-                regrantSharedLocked();
+            if (shared.isMember()) {
+                FabricException overdrawn = shared.settleBatch(receive.batchSharedConsumed(),
+                        receive.batchCreditWanted(),
+                        receive.batchProtocolError() == null ? receive.batchReleased() : 0, state.tearingDown());
+                if (overdrawn != null) {
+                    receive.protocolError(overdrawn);
+                }
             }
             applyBatchOutcomeLocked();
             repostLocked();
@@ -1051,29 +1048,6 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
-    /** What the pool gives back for the receives the peer consumed this batch (their slots are reposted already). */
-    private void regrantSharedLocked() {
-        int consumed = receive.batchSharedConsumed();
-        boolean wanted = receive.batchCreditWanted();
-        int released = receive.batchProtocolError() == null ? receive.batchReleased() : 0;
-        if (state.tearingDown()) {
-            sharedPool.forfeit(sharedAllocation, consumed);
-            return;
-        }
-        if (consumed == 0 && !wanted && released == 0) {
-            return;
-        }
-        int granted = sharedPool.regrant(sharedAllocation, consumed, wanted, send.credits().owed(), released);
-        if (granted < 0) {
-            receive.protocolError(new FabricException("protocol error: the peer sent " + consumed + " SENDs and gave "
-                    + "back " + released + " credits with fewer credits granted (it would take receives promised to "
-                    + "other connections)"));
-            return;
-        }
-        send.credits().reposted(granted);
-        send.credits().threshold(config.sharedCreditThreshold(sharedAllocation.credits()));
-    }
-
     /**
      * The loop's shared pool needs receives back: asks the peer to give back what it holds beyond {@code keep} (it
      * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
@@ -1082,7 +1056,7 @@ final class RdmaChannelImpl implements RdmaChannel {
     void recall(int keep) {
         lock.lock();
         try {
-            if (state != ChannelState.OPEN || sharedAllocation == null || sharedAllocation.credits() <= keep) {
+            if (state != ChannelState.OPEN || !shared.holdsMoreThan(keep)) {
                 return;
             }
             if (send.queueRecall(keep)) {
@@ -1327,7 +1301,7 @@ final class RdmaChannelImpl implements RdmaChannel {
      * batch being handled now): the peer's last SENDs may have completed after it began.
      */
     private boolean sharedReceivesSettled() {
-        if (sharedAllocation == null || loop == null || loop.failure() != null) {
+        if (!shared.isMember() || loop == null || loop.failure() != null) {
             return true;
         }
         if (drainFence < 0) {
@@ -1352,8 +1326,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     private void releaseLocked() {
         send.releaseAll();
         receive.release();
-        if (sharedAllocation != null) {
-            sharedPool.release(sharedAllocation); // after the queue pair is destroyed: no SEND can take one now
+        if (shared.isMember()) {
+            shared.release(); // after the queue pair is destroyed: no SEND can take one now
             if (loop != null) {
                 loop.unmapQueuePair(qpNumber, this);
             }
