@@ -574,6 +574,14 @@ final class CompletionLoop implements Runnable {
         } catch (RuntimeException | Error t) {
             LOG.error("{}: removing the failed loop from service failed", name, t);
         }
+        releaseChannels(why);
+        synchronized (registry) {
+            closeQueueIfAbandonedLocked();
+        }
+    }
+
+    /** Nobody polls for the channels still here any more: each is failed with {@code why} and released now. */
+    private void releaseChannels(FabricException why) {
         for (int i = 0, n = channels.length(); i < n; i++) {
             RdmaChannelImpl ch = channels.get(i);
             if (ch != null) {
@@ -583,9 +591,6 @@ final class CompletionLoop implements Runnable {
                     LOG.error("{}: failing channel {} failed", name, ch.id(), t);
                 }
             }
-        }
-        synchronized (registry) {
-            closeQueueIfAbandonedLocked();
         }
     }
 
@@ -762,18 +767,7 @@ final class CompletionLoop implements Runnable {
             // nobody will poll for them any more: released here and now, as when a loop dies, so that the queue and
             // the pool go with no queue pair left on them
             LOG.warn("{}: {} channels still open when the loop stopped; releasing them", name, left);
-            FabricException why = new FabricException("completion loop " + name + " stopped with the connection "
-                    + "still open");
-            for (int i = 0, n = channels.length(); i < n; i++) {
-                RdmaChannelImpl ch = channels.get(i);
-                if (ch != null) {
-                    try {
-                        ch.loopFailed(why);
-                    } catch (RuntimeException | Error t) {
-                        LOG.error("{}: releasing channel {} failed", name, ch.id(), t);
-                    }
-                }
-            }
+            releaseChannels(new FabricException("completion loop " + name + " stopped with the connection still open"));
         }
         if (load() > 0) {
             LOG.error("{}: {} channels could not be released; their completion queue is kept", name, load());
