@@ -6,7 +6,7 @@ import java.util.function.ToLongFunction;
 
 import dev.artemisrdma.transport.ChannelGroupStats;
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.ListenerStats;
 import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;

@@ -14,7 +14,7 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.SendBuffer;
 import io.netty.buffer.ByteBuf;

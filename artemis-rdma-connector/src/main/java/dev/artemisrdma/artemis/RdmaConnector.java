@@ -9,7 +9,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.spi.core.remoting.AbstractConnector;

@@ -11,8 +11,8 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
-import dev.artemisrdma.transport.Fabric;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.TransportConfig;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.slf4j.Logger;
@@ -24,7 +24,7 @@ import org.slf4j.LoggerFactory;
  * closed when the last {@link Lease} is closed.
  *
  * <p><b>Choosing the fabric.</b> The system property {@value #FABRIC_PROPERTY} names a public class with a public
- * no-argument constructor implementing {@code java.util.function.Supplier<dev.artemisrdma.transport.Fabric>}; it is
+ * no-argument constructor implementing {@code java.util.function.Supplier<dev.artemisrdma.transport.fabric.Fabric>}; it is
  * read each time the fabric is (re)created. Unset, the real verbs fabric ({@link VerbsFabric}) is used. Tests set it
  * to a supplier of the in-memory fake fabric.
  *

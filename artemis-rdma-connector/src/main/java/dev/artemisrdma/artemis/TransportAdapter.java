@@ -4,8 +4,8 @@ import java.net.InetSocketAddress;
 import java.util.function.Function;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.Fabric;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;

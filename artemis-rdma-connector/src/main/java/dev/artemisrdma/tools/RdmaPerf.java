@@ -1,6 +1,6 @@
 package dev.artemisrdma.tools;
 
-import dev.artemisrdma.transport.FabricListener;
+import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 
 import java.net.InetSocketAddress;

@@ -1,21 +1,21 @@
 package dev.artemisrdma.tools;
 
-import dev.artemisrdma.transport.CompletionQueue;
-import dev.artemisrdma.transport.Completions;
-import dev.artemisrdma.transport.ConnectOptions;
-import dev.artemisrdma.transport.ConnectionRequest;
-import dev.artemisrdma.transport.ConnectionSetup;
-import dev.artemisrdma.transport.Fabric;
-import dev.artemisrdma.transport.FabricDevice;
-import dev.artemisrdma.transport.FabricException;
-import dev.artemisrdma.transport.FabricListener;
-import dev.artemisrdma.transport.QueuePair;
-import dev.artemisrdma.transport.QueuePairEvents;
-import dev.artemisrdma.transport.QueuePairSpec;
-import dev.artemisrdma.transport.RecvList;
-import dev.artemisrdma.transport.RegisteredMemory;
-import dev.artemisrdma.transport.SendList;
-import dev.artemisrdma.transport.WcStatus;
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SendList;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import org.HdrHistogram.Histogram;
 
 import java.net.InetSocketAddress;

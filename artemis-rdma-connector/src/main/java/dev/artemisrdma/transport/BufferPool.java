@@ -1,5 +1,8 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;

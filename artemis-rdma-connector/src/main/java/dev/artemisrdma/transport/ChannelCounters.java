@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.WcStatus;
+
 /**
  * What the completion loop sees of one channel beyond the frame counters of {@link TransportStats}: every work
  * completion, the failed ones by kind, and protocol errors. Written by the channel's completion loop thread only;
@@ -18,10 +20,10 @@ public final class ChannelCounters {
 
     /** The counters of a channel made by {@link RdmaTransport}. */
     public static ChannelCounters of(RdmaChannel channel) {
-        if (!(channel instanceof RdmaChannelImpl)) {
+        if (!(channel instanceof ChannelMeasures measured)) {
             throw new IllegalArgumentException("not a channel of RdmaTransport: " + channel);
         }
-        return ((RdmaChannelImpl) channel).counters;
+        return measured.counters();
     }
 
     /**

@@ -30,8 +30,8 @@ public final class ChannelGroupStats {
 
     /** The channel closed: its final counters join the totals (once, however often this is called). */
     public synchronized void remove(RdmaChannel channel) {
-        if (live.remove(channel) && channel instanceof RdmaChannelImpl) {
-            closed.add((RdmaChannelImpl) channel);
+        if (live.remove(channel) && channel instanceof ChannelMeasures measured) {
+            closed.add(measured);
         }
     }
 
@@ -41,10 +41,10 @@ public final class ChannelGroupStats {
         long registered = 0;
         Set<SharedReceivePool> pools = new HashSet<>();
         for (RdmaChannel channel : live) {
-            if (channel instanceof RdmaChannelImpl) {
-                t.add((RdmaChannelImpl) channel);
-                registered += ((RdmaChannelImpl) channel).registeredBytes();
-                SharedReceivePool pool = ((RdmaChannelImpl) channel).sharedPool();
+            if (channel instanceof ChannelMeasures measured) {
+                t.add(measured);
+                registered += measured.registeredBytes();
+                SharedReceivePool pool = measured.sharedPool();
                 if (pool != null && pools.add(pool)) {
                     registered += pool.registeredBytes(); // once per pool, however many channels share it
                 }
@@ -68,9 +68,9 @@ public final class ChannelGroupStats {
         long otherErrors;
         long protocolErrors;
 
-        void add(RdmaChannelImpl channel) {
+        void add(ChannelMeasures channel) {
             TransportStats s = channel.stats();
-            ChannelCounters c = channel.counters;
+            ChannelCounters c = channel.counters();
             bytesSent += s.bytesSent();
             framesSent += s.framesSent();
             bytesReceived += s.bytesReceived();

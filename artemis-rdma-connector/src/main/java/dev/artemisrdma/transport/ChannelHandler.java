@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
 import java.nio.ByteBuffer;
 
 /** Receives the events of one channel, on its completion-loop thread. */

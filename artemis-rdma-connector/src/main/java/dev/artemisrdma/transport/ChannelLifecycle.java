@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetSocketAddress;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -26,6 +28,8 @@ final class ChannelLifecycle {
     private static final long DRAIN_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(5);
     /** How long a teardown caused by flushes alone waits for the disconnect event that explains them. */
     private static final long FLUSH_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
+    static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private final String id;
     private final InetSocketAddress remote;
@@ -238,7 +242,7 @@ final class ChannelLifecycle {
 
     /** How long a closing caller waits at most: closeTimeout, and the grace for the disconnect and release. */
     long closeWaitNanos() {
-        return config.closeTimeout().toNanos() + RdmaChannelImpl.CLOSE_GRACE_NANOS;
+        return config.closeTimeout().toNanos() + CLOSE_GRACE_NANOS;
     }
 
     /**

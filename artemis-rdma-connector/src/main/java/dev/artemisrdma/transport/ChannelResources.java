@@ -1,5 +1,10 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+
 /**
  * The native objects one channel owns, and the order they go in. They are children of its device and its completion
  * loop: a slot of the loop (a share of its completion queue, and of its shared receive pool when the channel takes

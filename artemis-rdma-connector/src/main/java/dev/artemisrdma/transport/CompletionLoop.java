@@ -1,5 +1,10 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
@@ -640,9 +645,9 @@ final class CompletionLoop implements Runnable {
         SharedReceivePool shared = pool;
         for (int i = 0; i < n; i++) {
             long wrId = batch.wrId(i);
-            int index = (int) (wrId >>> 32);
-            if (index == SharedReceivePool.INDEX_TAG && shared != null) {
-                int slot = (int) (wrId & 0x7FFFFFFFL);
+            int index = WorkRequestIds.channelIndex(wrId);
+            if (index == WorkRequestIds.SHARED_POOL_INDEX && shared != null) {
+                int slot = WorkRequestIds.slot(wrId);
                 shared.consumed(slot); // reposted below, whatever became of its connection
                 RdmaChannelImpl ch = byQueuePair.get(batch.qpNumber(i));
                 int base = shared.base(slot);
@@ -674,8 +679,8 @@ final class CompletionLoop implements Runnable {
                 touched[touchedCount++] = ch;
             }
             ch.counters.completed(batch.status(i));
-            int slot = (int) (wrId & 0x7FFFFFFFL);
-            if ((wrId & RdmaChannelImpl.RECV_BIT) != 0) {
+            int slot = WorkRequestIds.slot(wrId);
+            if (WorkRequestIds.isReceive(wrId)) {
                 ch.onReceiveCompletion(slot, batch.status(i), batch.byteLength(i), batch.immediate(i));
             } else {
                 ch.onSendCompletion(slot, batch.status(i));

@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+
 /**
  * Receive-credit accounting of one connection, both directions. Not thread-safe: the channel holds its lock.
  *

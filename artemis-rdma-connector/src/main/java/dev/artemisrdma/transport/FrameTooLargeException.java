@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+
 /**
  * A frame was refused because it is larger than this connection can carry: above this side's {@code maxFrameSize},
  * or above the maximum frame size the peer stated in its handshake. Nothing of it was sent and the channel is

@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+
 /**
  * The header of a fragment that fills a whole receive slot, carried in the SEND's 32 bits of immediate data
  * (SEND_WITH_IMM) instead of in front of the payload. Only to a peer whose handshake says it reads them

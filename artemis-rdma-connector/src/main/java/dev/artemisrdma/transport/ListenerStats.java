@@ -1,5 +1,11 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.ForwardingConnectionRequest;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import java.util.concurrent.atomic.LongAdder;
 
 /**

@@ -1,5 +1,17 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
@@ -41,12 +53,11 @@ import org.slf4j.LoggerFactory;
  * are flushed for at most closeTimeout (a peer withholding credits cannot hold it longer), then the connection is
  * disconnected; draining and release finish on the loop thread.
  */
-final class RdmaChannelImpl implements RdmaChannel {
+final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
-    static final long RECV_BIT = ReceiveSide.RECV_BIT;
     /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
-    static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
+    static final long CLOSE_GRACE_NANOS = ChannelLifecycle.CLOSE_GRACE_NANOS;
 
     private final RdmaTransport transport;
     private final TransportConfig config;
@@ -75,6 +86,11 @@ final class RdmaChannelImpl implements RdmaChannel {
     boolean touched;
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     final ChannelCounters counters = new ChannelCounters();
+
+    @Override
+    public ChannelCounters counters() {
+        return counters;
+    }
 
     RdmaChannelImpl(RdmaTransport transport, TransportConfig config, String id, InetSocketAddress remote,
                     InetSocketAddress local, ChannelHandler handler) {
@@ -128,7 +144,8 @@ final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
-    SharedReceivePool sharedPool() {
+    @Override
+    public SharedReceivePool sharedPool() {
         lock.lock();
         try {
             return shared.pool();
@@ -686,12 +703,13 @@ final class RdmaChannelImpl implements RdmaChannel {
         }
     }
 
-    /** Bytes this channel has registered (receive slots and send headers); 0 before bind and after release. */
-    long registeredBytes() {
+    @Override
+    public long registeredBytes() {
         return resources.registeredBytes();
     }
 
-    TransportStats stats() {
+    @Override
+    public TransportStats stats() {
         return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
                 send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
                 send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,

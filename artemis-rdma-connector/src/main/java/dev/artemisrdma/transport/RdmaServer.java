@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricListener;
 import java.net.InetSocketAddress;
 
 /** A listening endpoint of an {@link RdmaTransport}. Closing it stops new connections; accepted ones live on. */

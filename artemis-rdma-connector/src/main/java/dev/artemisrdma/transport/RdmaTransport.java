@@ -1,5 +1,17 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.Endpoints;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
@@ -568,16 +580,9 @@ public final class RdmaTransport implements AutoCloseable {
         LOG.info("{}: closed", name);
     }
 
-    /**
-     * {@code 10.77.0.1:5445} or {@code [fd77::1]:5445}, without the leading slash of InetSocketAddress.toString() and
-     * with IPv6 addresses in brackets, as URLs write them.
-     */
+    /** See {@link Endpoints#describe}. */
     public static String describe(InetSocketAddress a) {
-        if (a == null) {
-            return "?";
-        }
-        String host = a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString();
-        return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + a.getPort();
+        return Endpoints.describe(a);
     }
 
     /** What the transport holds per device: its send buffer pool and completion loops (more are added as needed). */

@@ -1,5 +1,10 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
@@ -21,7 +26,6 @@ final class ReceiveSide {
         void onFrame(ByteBuffer frame);
     }
 
-    static final long RECV_BIT = 1L << 31;
     /** Reassembly buffers above this are dropped after delivery instead of kept for the next frame. */
     private static final int RETAIN_REASSEMBLY_BYTES = 4 << 20;
 
@@ -80,7 +84,7 @@ final class ReceiveSide {
     /** The connection's memory holds the slots from offset 0; {@code channelIndex} tags our work request ids. */
     void attach(RegisteredMemory slots, int channelIndex) {
         slotView = slots.buffer().duplicate();
-        wrIdBase = ((long) channelIndex << 32) | RECV_BIT;
+        wrIdBase = WorkRequestIds.receives(channelIndex);
         memory = slots;
     }
 

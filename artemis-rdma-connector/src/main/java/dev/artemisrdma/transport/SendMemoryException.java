@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+
 /**
  * {@link RdmaChannel#allocate} could not get a send buffer in registered memory: the transport's
  * {@code maxRegisteredMemory} is reached (or the device refused the registration). Nothing was allocated and the

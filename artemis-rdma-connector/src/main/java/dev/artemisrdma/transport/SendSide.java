@@ -1,5 +1,11 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SendList;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -105,7 +111,7 @@ final class SendSide {
         this.pool = pool;
         this.headerView = memory.buffer().duplicate();
         this.headerBase = headerBase;
-        this.wrIdBase = (long) channelIndex << 32;
+        this.wrIdBase = WorkRequestIds.sends(channelIndex);
         int budget = Math.min(config.sendQueueDepth(), caps.maxSendWr());
         ring = new SendRing(budget, config.signalInterval());
         sendList = new SendList(budget, 2 * budget);

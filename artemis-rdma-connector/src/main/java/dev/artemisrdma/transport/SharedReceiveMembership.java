@@ -1,5 +1,8 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
+
 /**
  * One channel's place in its completion loop's {@link SharedReceivePool}: whether it takes its receives from the
  * pool at all, the credits the pool granted it, and what each of its batches gives back (regrant, forfeit, release).

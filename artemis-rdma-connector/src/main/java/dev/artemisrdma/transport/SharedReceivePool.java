@@ -1,5 +1,10 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
@@ -55,9 +60,6 @@ import org.slf4j.LoggerFactory;
 final class SharedReceivePool implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(SharedReceivePool.class);
-    /** Receive work request ids of the pool: the channel index field holds all ones, which no channel has. */
-    static final long WR_ID_TAG = (0xFFFFFFFFL << 32) | ReceiveSide.RECV_BIT;
-    static final int INDEX_TAG = -1;
     /** How long released credits wait before they can be granted again (see the class comment). */
     static final long LIMBO_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** Credits a connection asking for more gets at most in one batch (beyond what it consumed). */
@@ -158,7 +160,7 @@ final class SharedReceivePool implements AutoCloseable {
     }
 
     private void add(RecvList list, int slot) {
-        list.add(WR_ID_TAG | slot, memory.address() + (long) slot * slotSize, slotSize, memory.lkey());
+        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memory.address() + (long) slot * slotSize, slotSize, memory.lkey());
     }
 
     SharedReceiveQueue queue() {

@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Addressing;
 import java.time.Duration;
 import java.time.format.DateTimeParseException;
 import java.util.Locale;

@@ -36,9 +36,9 @@ public record TransportStats(long framesSent, long bytesSent, long framesReceive
 
     /** The counters of a channel made by {@link RdmaTransport}. */
     public static TransportStats of(RdmaChannel channel) {
-        if (!(channel instanceof RdmaChannelImpl)) {
+        if (!(channel instanceof ChannelMeasures measured)) {
             throw new IllegalArgumentException("not a channel of RdmaTransport: " + channel);
         }
-        return ((RdmaChannelImpl) channel).stats();
+        return measured.stats();
     }
 }

@@ -2,7 +2,7 @@ package dev.artemisrdma.artemis;
 
 import java.util.function.Supplier;
 
-import dev.artemisrdma.transport.Fabric;
+import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.FakeFabric;
 
 /**

@@ -1,5 +1,8 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Addressing;
+import dev.artemisrdma.transport.fabric.AddressingException;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;

@@ -10,6 +10,12 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.DeviceLimits;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;

@@ -1,5 +1,21 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SendList;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;

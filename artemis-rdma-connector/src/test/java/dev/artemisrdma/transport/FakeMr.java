@@ -8,6 +8,7 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import java.nio.ByteBuffer;
 
 final class FakeMr implements RegisteredMemory {

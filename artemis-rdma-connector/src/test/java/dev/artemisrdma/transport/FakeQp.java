@@ -8,6 +8,16 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.SendList;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.FakeCq.Cqe;
 
 import java.net.InetSocketAddress;

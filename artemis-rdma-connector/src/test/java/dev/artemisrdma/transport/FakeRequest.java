@@ -7,6 +7,13 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.FakeQp.QpState;
 
 import java.net.InetSocketAddress;

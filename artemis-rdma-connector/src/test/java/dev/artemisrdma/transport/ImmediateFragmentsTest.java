@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;

@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.FabricException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;

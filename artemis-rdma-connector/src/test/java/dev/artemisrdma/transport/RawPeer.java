@@ -1,5 +1,18 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SendList;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -51,7 +64,7 @@ final class RawPeer implements AutoCloseable {
                     p.qp = queuePair; // ours from here on: close() destroys it if the connect fails
                     RecvList receives = new RecvList(RECEIVES);
                     for (int s = 0; s < RECEIVES; s++) {
-                        receives.add(RdmaChannelImpl.RECV_BIT | s, p.memory.address() + (long) s * SLOT, SLOT,
+                        receives.add(WorkRequestIds.RECV_BIT | s, p.memory.address() + (long) s * SLOT, SLOT,
                                 p.memory.lkey());
                     }
                     queuePair.postRecv(receives);
@@ -195,7 +208,7 @@ final class RawPeer implements AutoCloseable {
         int n = cq.poll(batch);
         for (int i = 0; i < n; i++) {
             long wrId = batch.wrId(i);
-            if ((wrId & RdmaChannelImpl.RECV_BIT) == 0) {
+            if ((wrId & WorkRequestIds.RECV_BIT) == 0) {
                 sendDone = true;
                 if (batch.status(i) != WcStatus.SUCCESS) {
                     lost = true;

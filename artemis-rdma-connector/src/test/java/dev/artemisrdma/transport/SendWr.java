@@ -5,6 +5,9 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.SendList;
+
 final class SendWr {
     final long wrId;
     final boolean signaled;

@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;

@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.LoopStats;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;

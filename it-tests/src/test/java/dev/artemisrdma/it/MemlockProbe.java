@@ -4,7 +4,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;

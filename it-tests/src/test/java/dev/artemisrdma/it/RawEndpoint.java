@@ -1,15 +1,15 @@
 package dev.artemisrdma.it;
 
-import dev.artemisrdma.transport.CompletionQueue;
-import dev.artemisrdma.transport.Completions;
-import dev.artemisrdma.transport.ConnectionSetup;
-import dev.artemisrdma.transport.FabricDevice;
-import dev.artemisrdma.transport.FabricException;
-import dev.artemisrdma.transport.QueuePair;
-import dev.artemisrdma.transport.QueuePairEvents;
-import dev.artemisrdma.transport.QueuePairSpec;
-import dev.artemisrdma.transport.RecvList;
-import dev.artemisrdma.transport.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -61,8 +61,8 @@ final class RawEndpoint implements ConnectionSetup, QueuePairEvents, AutoCloseab
         this.qp = queuePair;
         if (tryEarlySend) {
             try {
-                dev.artemisrdma.transport.SendList list = new dev.artemisrdma.transport.SendList(1, 1);
-                list.addSend(1, dev.artemisrdma.transport.SendList.FLAG_SIGNALED).addSge(memory.address(), 8,
+                dev.artemisrdma.transport.fabric.SendList list = new dev.artemisrdma.transport.fabric.SendList(1, 1);
+                list.addSend(1, dev.artemisrdma.transport.fabric.SendList.FLAG_SIGNALED).addSge(memory.address(), 8,
                         memory.lkey());
                 queuePair.postSend(list);
             } catch (FabricException e) {

@@ -59,15 +59,15 @@ public record RdmaResources(Map<String, Integer> counts) {
         try (dev.artemisrdma.transport.verbs.VerbsFabric fabric = new dev.artemisrdma.transport.verbs.VerbsFabric()) {
             RawEndpoint server = new RawEndpoint(2, 1, 0);
             RawEndpoint client = new RawEndpoint(2, 1, 0);
-            dev.artemisrdma.transport.FabricListener listener = fabric.listen(
+            dev.artemisrdma.transport.fabric.FabricListener listener = fabric.listen(
                     Lab.address(listenAddress, Lab.freshPort()), request -> {
                         try {
                             request.accept(server, new byte[0], 7, server);
-                        } catch (dev.artemisrdma.transport.FabricException e) {
+                        } catch (dev.artemisrdma.transport.fabric.FabricException e) {
                             throw new IllegalStateException(e);
                         }
                     });
-            fabric.connect(listener.localAddress(), client, new dev.artemisrdma.transport.ConnectOptions(
+            fabric.connect(listener.localAddress(), client, new dev.artemisrdma.transport.fabric.ConnectOptions(
                     new byte[0], 7, 7, java.time.Duration.ofSeconds(20)), client);
             client.close();
             server.disconnected.await(10, java.util.concurrent.TimeUnit.SECONDS);

@@ -1,15 +1,15 @@
 package dev.artemisrdma.it;
 
 import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.ConnectOptions;
-import dev.artemisrdma.transport.ConnectionRejectedException;
-import dev.artemisrdma.transport.ConnectionSetup;
-import dev.artemisrdma.transport.FabricDevice;
-import dev.artemisrdma.transport.FabricException;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.Handshake;
-import dev.artemisrdma.transport.QueuePair;
-import dev.artemisrdma.transport.QueuePairEvents;
-import dev.artemisrdma.transport.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
@@ -313,7 +313,7 @@ class TransportLabTest {
 
     /** A raw rdma_cm peer that speaks no artemis-rdma handshake. */
     private static final class ForeignPeer implements ConnectionSetup, QueuePairEvents, AutoCloseable {
-        private dev.artemisrdma.transport.CompletionQueue cq;
+        private dev.artemisrdma.transport.fabric.CompletionQueue cq;
         private QueuePair qp;
 
         @Override

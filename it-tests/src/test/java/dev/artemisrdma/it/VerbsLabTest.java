@@ -1,13 +1,13 @@
 package dev.artemisrdma.it;
 
-import dev.artemisrdma.transport.Completions;
-import dev.artemisrdma.transport.ConnectOptions;
-import dev.artemisrdma.transport.FabricException;
-import dev.artemisrdma.transport.FabricListener;
-import dev.artemisrdma.transport.QueuePair;
-import dev.artemisrdma.transport.SendList;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
-import dev.artemisrdma.transport.WcStatus;
+import dev.artemisrdma.transport.fabric.WcStatus;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 

@@ -1,6 +1,11 @@
 package dev.artemisrdma.transport.verbs;
 
-import dev.artemisrdma.transport.*;
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
 
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;

@@ -1,6 +1,13 @@
 package dev.artemisrdma.transport.verbs;
 
-import dev.artemisrdma.transport.*;
+import dev.artemisrdma.transport.fabric.AddressingException;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.Endpoints;
 
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.Errno;
@@ -48,7 +55,7 @@ final class VerbsConnector {
         try {
             id = RdmaCmId.create(fabric.eventChannel());
         } catch (VerbsException e) {
-            throw new FabricException("cannot connect to " + RdmaTransport.describe(remote) + ": " + e.getMessage(),
+            throw new FabricException("cannot connect to " + Endpoints.describe(remote) + ": " + e.getMessage(),
                     e);
         }
         VerbsConnector connector = new VerbsConnector(fabric, id, remote, setup, options, events);
@@ -56,7 +63,7 @@ final class VerbsConnector {
     }
 
     private String target() {
-        return RdmaTransport.describe(remote);
+        return Endpoints.describe(remote);
     }
 
     private String host() {

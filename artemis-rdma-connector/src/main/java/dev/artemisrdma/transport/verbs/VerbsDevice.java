@@ -1,6 +1,14 @@
 package dev.artemisrdma.transport.verbs;
 
-import dev.artemisrdma.transport.*;
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.DeviceLimits;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 
 import dev.artemisrdma.verbs.IbvCompletionQueue;
 import dev.artemisrdma.verbs.IbvMemoryRegion;

@@ -1,6 +1,19 @@
 package dev.artemisrdma.transport.verbs;
 
-import dev.artemisrdma.transport.*;
+import dev.artemisrdma.transport.fabric.Addressing;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.DeviceEvent;
+import dev.artemisrdma.transport.fabric.DeviceEventRouter;
+import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.ListenerRecovery;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
 
 import dev.artemisrdma.verbs.AsyncEventReader;
 import dev.artemisrdma.verbs.CmEvent;

@@ -1,6 +1,13 @@
 package dev.artemisrdma.transport.verbs;
 
-import dev.artemisrdma.transport.*;
+import dev.artemisrdma.transport.fabric.Addressing;
+import dev.artemisrdma.transport.fabric.AddressingException;
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.ListenerRecovery;
+import dev.artemisrdma.transport.fabric.Endpoints;
 
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
@@ -34,7 +41,7 @@ final class VerbsListener implements FabricListener {
         this.addressing = addressing;
         this.handler = handler;
         this.localAddress = id.localAddress();
-        this.recovery = new ListenerRecovery("listener " + RdmaTransport.describe(localAddress), fabric.timer(),
+        this.recovery = new ListenerRecovery("listener " + Endpoints.describe(localAddress), fabric.timer(),
                 this::rebind);
     }
 
@@ -57,7 +64,7 @@ final class VerbsListener implements FabricListener {
 
     private static RdmaCmId bindAndListen(VerbsFabric fabric, InetSocketAddress bind, Addressing addressing)
             throws FabricException {
-        String where = RdmaTransport.describe(bind);
+        String where = Endpoints.describe(bind);
         RdmaCmId id;
         try {
             id = RdmaCmId.create(fabric.eventChannel());

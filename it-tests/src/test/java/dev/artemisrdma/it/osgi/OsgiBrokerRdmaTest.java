@@ -13,7 +13,7 @@ import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.RdmaResources;
-import dev.artemisrdma.transport.FabricListener;
+import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import jakarta.jms.Connection;
 import jakarta.jms.MessageConsumer;

@@ -1,5 +1,0 @@
-package dev.artemisrdma.transport;
-
-/** Limits of an RDMA device, as ibv_query_device reports them. */
-public record DeviceLimits(int maxQpWr, int maxSge, int maxCqe, long maxMrSize, int activeMtu) {
-}
