@@ -22,7 +22,7 @@ import org.slf4j.LoggerFactory;
  * apply it ({@link RdmaChannelImpl#endOfBatch}).
  *
  * <p>When idle it may spin (busy-poll) for a while, a window that {@link SpinPolicy} adapts between 0 and
- * {@code busyPollMicros} to whether spinning pays, and only while the transport's {@link SpinBudget} (one core's
+ * {@code busyPollMicros} to whether spinning pays (or all of it, or none, as {@code busyPollMode} says), and only while the transport's {@link SpinBudget} (one core's
  * worth for all its loops) lasts; then it arms the completion channel, polls once more (a completion that came between the
  * last poll and the arming would otherwise raise no event) and blocks: for at most 100 ms while one of its channels
  * has a deadline running (connecting, closing, draining, frames queued or half reassembled), else for up to
@@ -163,7 +163,8 @@ final class CompletionLoop implements Runnable {
                 ? Integer.MAX_VALUE : device.limits().maxCqe();
         this.requestedEntries = Math.min(config.completionQueueEntries(), deviceMax);
         this.config = config;
-        this.spinPolicy = new SpinPolicy(TimeUnit.MICROSECONDS.toNanos(config.busyPollMicros()));
+        this.spinPolicy = new SpinPolicy(TimeUnit.MICROSECONDS.toNanos(config.busyPollMicros()),
+                config.busyPollMode());
     }
 
     /** Channels currently assigned here. */
@@ -412,7 +413,7 @@ final class CompletionLoop implements Runnable {
                 long idleSince = now;
                 long window = spinPolicy.window();
                 if (window > 0 && spinBudget.allows(now) && spin(batch, now, window) > 0) {
-                    spinPolicy.caught();
+                    spinPolicy.caught(System.nanoTime() - idleSince);
                     continue;
                 }
                 if (deadlineSeen) {

@@ -22,7 +22,11 @@ import java.util.TreeSet;
  * @param signalInterval         at most this many sends in a row go unsignaled
  * @param maxInlineData          inline bytes asked of the queue pair; 0 disables inline sends
  * @param writeHighWaterMark     queued bytes above which a channel reports itself not writable
- * @param busyPollMicros         how long a completion loop spins before blocking; 0 = block at once
+ * @param busyPollMicros         the longest a completion loop spins (busy-polls) before it blocks; 0 = never spin,
+ *                               whatever busyPollMode says
+ * @param busyPollMode           how much of busyPollMicros an idle completion loop spins: {@code adaptive} (as much
+ *                               as pays, see the transport's SpinPolicy; the default), {@code fixed} (all of it,
+ *                               after every completion) or {@code off} (none: block at once, as busyPollMicros=0)
  * @param completionThreads      completion loop threads per device to start with; another is added whenever every
  *                               loop's queue is full
  * @param completionQueueEntries entries of each loop's completion queue (capped by the device); each connection
@@ -59,7 +63,8 @@ import java.util.TreeSet;
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
-                              long busyPollMicros, int completionThreads, int completionQueueEntries,
+                              long busyPollMicros, BusyPollMode busyPollMode, int completionThreads,
+                              int completionQueueEntries,
                               int rnrRetryCount, int retryCount, Duration connectTimeout,
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
                               Duration closeTimeout,
@@ -83,7 +88,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
-            "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount", "connectTimeout",
+            "busyPollMode", "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount",
+            "connectTimeout",
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
             "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots");
@@ -98,6 +104,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("maxInlineData", maxInlineData, 0, 4096);
         range("writeHighWaterMark", writeHighWaterMark, 1, Long.MAX_VALUE);
         range("busyPollMicros", busyPollMicros, 0, 10_000_000);
+        if (busyPollMode == null) {
+            throw new IllegalArgumentException("busyPollMode: must be set (" + BusyPollMode.VALUES + ")");
+        }
         range("completionThreads", completionThreads, 1, 256);
         range("completionQueueEntries", completionQueueEntries, 64, 1 << 24);
         range("rnrRetryCount", rnrRetryCount, 0, 7);
@@ -248,6 +257,38 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return new Addressing(device, tos);
     }
 
+    /**
+     * How an idle completion loop uses its {@code busyPollMicros} (key {@code busyPollMode}, case-insensitive).
+     * {@code busyPollMicros=0} never spins in any mode.
+     */
+    public enum BusyPollMode {
+        /** Spins as much of busyPollMicros as pays, blocks when idle (the transport's SpinPolicy); the default. */
+        ADAPTIVE,
+        /**
+         * Spins all of busyPollMicros after every completion before blocking: the lowest latency for any traffic,
+         * and up to busyPollMicros of CPU per completion, pings of idle connections included.
+         */
+        FIXED,
+        /** Never spins: every completion that finds the loop idle pays a wake-up; the least CPU. */
+        OFF;
+
+        static final String VALUES = "adaptive (spin as long as it pays, the default), fixed (always spin up to "
+                + "busyPollMicros) or off (never spin); busyPollMicros=0 never spins in any mode";
+
+        static BusyPollMode parse(String key, Object v) {
+            if (v instanceof BusyPollMode m) {
+                return m;
+            }
+            String s = v == null ? "" : v.toString().trim().toUpperCase(Locale.ROOT);
+            for (BusyPollMode m : values()) {
+                if (m.name().equals(s)) {
+                    return m;
+                }
+            }
+            throw new IllegalArgumentException(key + ": expected " + VALUES + ", got '" + v + "'");
+        }
+    }
+
     public static TransportConfig defaults() {
         return builder().build();
     }
@@ -269,6 +310,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.maxInlineData = maxInlineData;
         b.writeHighWaterMark = writeHighWaterMark;
         b.busyPollMicros = busyPollMicros;
+        b.busyPollMode = busyPollMode;
         b.completionThreads = completionThreads;
         b.completionQueueEntries = completionQueueEntries;
         b.rnrRetryCount = rnrRetryCount;
@@ -319,6 +361,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "maxInlineData": b.maxInlineData = toInt(key, v, true); break;
                 case "writeHighWaterMark": b.writeHighWaterMark = toLong(key, v, true); break;
                 case "busyPollMicros": b.busyPollMicros = toLong(key, v, false); break;
+                case "busyPollMode": b.busyPollMode = BusyPollMode.parse(key, v); break;
                 case "completionThreads": b.completionThreads = toInt(key, v, false); break;
                 case "completionQueueEntries": b.completionQueueEntries = toInt(key, v, false); break;
                 case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
@@ -474,6 +517,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int maxInlineData = 256;
         private long writeHighWaterMark = 4 << 20;
         private long busyPollMicros = 50;
+        private BusyPollMode busyPollMode = BusyPollMode.ADAPTIVE;
         private int completionThreads = 1;
         private int completionQueueEntries = 16384;
         private int rnrRetryCount = 7;
@@ -503,6 +547,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder maxInlineData(int v) { maxInlineData = v; return this; }
         public Builder writeHighWaterMark(long v) { writeHighWaterMark = v; return this; }
         public Builder busyPollMicros(long v) { busyPollMicros = v; return this; }
+        public Builder busyPollMode(BusyPollMode v) { busyPollMode = v; return this; }
         public Builder completionThreads(int v) { completionThreads = v; return this; }
         public Builder completionQueueEntries(int v) { completionQueueEntries = v; return this; }
         public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
@@ -524,7 +569,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
             int interval = signalInterval != null ? signalInterval : defaultSignalInterval(sendQueueDepth);
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
-                    busyPollMicros, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
+                    busyPollMicros, busyPollMode, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
                     connectTimeout,
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
                     maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),

@@ -87,6 +87,35 @@ class CompletionLoopPolicyTest {
     }
 
     @Test
+    void busyPollModeOffNeverSpinsAndFixedSpinsTheWholeBoundAfterEveryCompletion() throws Exception {
+        for (TransportConfig.BusyPollMode mode : new TransportConfig.BusyPollMode[] {
+                TransportConfig.BusyPollMode.OFF, TransportConfig.BusyPollMode.FIXED}) {
+            TransportConfig server = config().busyPollMicros(50).busyPollMode(mode).build();
+            try (Connection c = new Connection(server, config().build())) {
+                CompletionLoop loop = onlyLoop(c.serverTransport, c.fabric);
+                long expectedWindow = mode == TransportConfig.BusyPollMode.FIXED ? 50_000 : 0;
+                assertEquals(expectedWindow, loop.spinWindowNanos(), mode + ": the window");
+                Peers.await(mode + ": the server's loop blocked", 10_000, loop::isBlocked);
+                long spins = loop.stats().spins();
+                for (int i = 0; i < 20; i++) {
+                    Peers.await(mode + ": the server's loop blocked", 10_000, loop::isBlocked);
+                    c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 100)), true);
+                    int expected = i + 1;
+                    Peers.await(mode + ": frame " + i, 10_000, () -> c.serverSide.count() == expected);
+                }
+                Peers.await(mode + ": the server's loop blocked", 10_000, loop::isBlocked);
+                LoopStats st = loop.stats();
+                if (mode == TransportConfig.BusyPollMode.OFF) {
+                    assertEquals(0, st.spins(), "busyPollMode=off spins never: " + st);
+                } else {
+                    assertTrue(st.spins() - spins >= 20, "busyPollMode=fixed spins after every frame: " + st);
+                    assertEquals(expectedWindow, loop.spinWindowNanos(), "and never adapts");
+                }
+            }
+        }
+    }
+
+    @Test
     void aSteadyExchangeMakesTheLoopSpinAndTheSpinsFindCompletions() throws Exception {
         // a bound far above any gap between two completions of an in-memory ping-pong: spinning always pays
         TransportConfig spinning = config().busyPollMicros(200_000).build();

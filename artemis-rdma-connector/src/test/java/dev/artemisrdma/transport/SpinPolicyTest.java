@@ -38,7 +38,7 @@ class SpinPolicyTest {
             assertTrue(++steps < 10);
         }
         for (int i = 0; i < 100; i++) {
-            p.caught(); // the window now catches every gap: it stays
+            p.caught(gap); // the window now catches every gap: it stays
             assertEquals(previous, p.window());
         }
         for (int i = 0; i < 100; i++) {
@@ -50,6 +50,8 @@ class SpinPolicyTest {
 
     @Test
     void gapsLongerThanTheBoundAndTimeoutsShrinkItToBlockingAtOnce() {
+        // gaps beyond the conversation's pace (or timeouts): the gap-adapted window halves at each, as it always did
+        long sparse = SpinPolicy.CONVERSATION_NANOS * 5;
         for (boolean woken : new boolean[] {true, false}) {
             SpinPolicy p = new SpinPolicy(MAX);
             for (int i = 0; i < 10; i++) {
@@ -59,9 +61,72 @@ class SpinPolicyTest {
             int steps = 0;
             while (p.window() > 0) {
                 long before = p.window();
-                p.missed(woken ? MAX + 1 : TIMEOUT, woken);
+                p.missed(woken ? sparse : TIMEOUT, woken);
                 assertTrue(p.window() < before);
                 assertTrue(++steps <= 4, "from the bound to 0 in at most 4 halvings");
+            }
+        }
+    }
+
+    @Test
+    void gapsJustOverTheBoundAtAConversationsPaceAreTriedThenLeftToBlocking() {
+        // the trap's signature (issue 24): gaps over the bound at a request/reply pace, which may be a peer's
+        // wake-up. The whole bound is tried, then one long probe (which catches the gap), then the loop backs off
+        // and blocks; so it goes on, spinning a small part of what busyPollMode=fixed would
+        long gap = 3 * MAX;
+        SpinPolicy p = new SpinPolicy(MAX, TransportConfig.BusyPollMode.ADAPTIVE, 42);
+        for (int i = 0; i < 30; i++) {
+            p.missed(gap, true);
+        }
+        assertTrue(p.conversing());
+        int full = 0;
+        int blocked = 0;
+        int longProbes = 0;
+        long spun = 0;
+        int periods = 10_000;
+        for (int i = 0; i < periods; i++) {
+            long window = p.window();
+            if (window == MAX) {
+                full++;
+            } else if (window > MAX) {
+                longProbes++;
+            } else {
+                assertEquals(0, window, "backing off, the loop blocks at once");
+                blocked++;
+            }
+            if (window >= gap) {
+                spun += gap;
+                p.caught(gap);
+            } else {
+                spun += window;
+                p.missed(gap + (window == 0 ? MAX : 0), true);
+            }
+        }
+        assertTrue(full > 0 && blocked > 0 && longProbes > 0, full + " full, " + longProbes + " long, " + blocked
+                + " blocked");
+        assertTrue(longProbes <= full / SpinPolicy.MISSES, "a long probe after every run of full misses at most");
+        assertTrue(spun * 6 < (long) periods * MAX, "spun " + spun + " ns, fixed would have spun "
+                + (long) periods * MAX);
+        p.missed(TIMEOUT, false);
+        assertTrue(!p.conversing());
+        assertEquals(0, p.window(), "a timeout ends the conversation");
+    }
+
+    @Test
+    void fixedAlwaysSpinsTheBoundAndOffNever() {
+        SpinPolicy fixed = new SpinPolicy(MAX, TransportConfig.BusyPollMode.FIXED);
+        SpinPolicy off = new SpinPolicy(MAX, TransportConfig.BusyPollMode.OFF);
+        SpinPolicy zero = new SpinPolicy(0, TransportConfig.BusyPollMode.FIXED);
+        for (int i = 0; i < 100; i++) {
+            assertEquals(MAX, fixed.window());
+            assertEquals(0, off.window());
+            assertEquals(0, zero.window(), "busyPollMicros=0 never spins, whatever the mode");
+            for (SpinPolicy p : new SpinPolicy[] {fixed, off, zero}) {
+                if (i % 2 == 0) {
+                    p.missed(i % 4 == 0 ? TIMEOUT : 1_000, i % 4 != 0);
+                } else {
+                    p.caught(1_000);
+                }
             }
         }
     }

@@ -22,6 +22,7 @@ class TransportConfigTest {
         assertEquals(256, c.maxInlineData());
         assertEquals(4 << 20, c.writeHighWaterMark());
         assertEquals(50, c.busyPollMicros());
+        assertEquals(TransportConfig.BusyPollMode.ADAPTIVE, c.busyPollMode());
         assertEquals(1, c.completionThreads());
         assertEquals(7, c.rnrRetryCount());
         assertEquals(7, c.retryCount());
@@ -42,6 +43,30 @@ class TransportConfigTest {
         assertEquals(Duration.ofMillis(500), c.connectTimeout());
         assertEquals(Duration.ofSeconds(10), TransportConfig.fromMap(Map.of("connectTimeout", "10s")).connectTimeout());
         assertEquals(Duration.ofSeconds(3), TransportConfig.fromMap(Map.of("connectTimeout", "PT3S")).connectTimeout());
+    }
+
+    @Test
+    void busyPollModeIsParsedCaseInsensitivelyAndABadOneIsExplained() {
+        assertEquals(TransportConfig.BusyPollMode.FIXED,
+                TransportConfig.fromMap(Map.of("busyPollMode", "fixed")).busyPollMode());
+        assertEquals(TransportConfig.BusyPollMode.OFF,
+                TransportConfig.fromMap(Map.of("busyPollMode", " OFF ")).busyPollMode());
+        assertEquals(TransportConfig.BusyPollMode.ADAPTIVE,
+                TransportConfig.fromMap(Map.of("busyPollMode", "Adaptive")).busyPollMode());
+        assertEquals(TransportConfig.BusyPollMode.FIXED, TransportConfig.fromMap(
+                Map.of("busyPollMode", TransportConfig.BusyPollMode.FIXED)).busyPollMode());
+        TransportConfig fixed = TransportConfig.builder().busyPollMode(TransportConfig.BusyPollMode.FIXED).build();
+        assertEquals(fixed, fixed.toBuilder().build());
+        assertTrue(!fixed.equals(TransportConfig.defaults()), "transports of different modes are not shared");
+        assertTrue(TransportConfig.KEYS.contains("busyPollMode"));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("busyPollMode", "spin")));
+        assertTrue(e.getMessage().startsWith("busyPollMode: expected adaptive"), e.getMessage());
+        assertTrue(e.getMessage().contains("'spin'") && e.getMessage().contains("busyPollMicros=0 never spins"),
+                e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.builder().busyPollMode(null).build());
+        assertTrue(e.getMessage().startsWith("busyPollMode"), e.getMessage());
     }
 
     @Test
