@@ -10,6 +10,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.BoundedClose;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
@@ -37,7 +38,7 @@ import org.slf4j.LoggerFactory;
  * handshake). Holds a lease on the shared runtime from start to stop.
  *
  * <p>Beyond {@code connectionsAllowed} open connections, new ones are refused with the reason. Stopping closes the
- * connections in parallel and waits at most {@link ParallelClose#ORDERLY} for their orderly closes before
+ * connections in parallel ({@link BoundedClose}): it waits at most closeTimeout + 1 s for their orderly closes before
  * disconnecting the rest, so peers that withhold credits or have hung cannot hold up a broker's stop.
  */
 final class RdmaAcceptor extends AbstractAcceptor {
@@ -182,7 +183,10 @@ final class RdmaAcceptor extends AbstractAcceptor {
             batchFlusher.cancel(false);
             batchFlusher = null;
         }
-        ParallelClose.closeAll("RDMA acceptor '" + name + "'", new ArrayList<>(connections.values()));
+        BoundedClose.closeAll("RDMA acceptor '" + name + "'", new ArrayList<>(connections.values()),
+                c -> c.getID() + " to " + c.getRemoteAddress(),
+                RdmaConnection::destroy, BoundedClose.channelOrderlyBound(transportConfig),
+                c -> c.channel().forceClose(), BoundedClose.channelForcedBound());
         connections.clear();
         monitoring.close();
         monitoring = null;

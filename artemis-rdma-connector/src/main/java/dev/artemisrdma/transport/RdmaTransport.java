@@ -546,22 +546,10 @@ public final class RdmaTransport implements AutoCloseable {
         for (RdmaServer s : new ArrayList<>(servers)) {
             s.close();
         }
-        List<RdmaChannelImpl> open = new ArrayList<>(channels);
-        // orderly closes in parallel: each blocks until its channel is released
-        List<Thread> closers = new ArrayList<>();
-        for (RdmaChannelImpl ch : open) {
-            Thread t = new Thread(ch::close, name + "-close-" + ch.id());
-            t.setDaemon(true);
-            t.start();
-            closers.add(t);
-        }
-        for (Thread t : closers) {
-            try {
-                t.join();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
+        // orderly closes in parallel, then forced ones for what is left; bounded whatever the peers do (see there)
+        BoundedClose.closeAll(name, new ArrayList<>(channels), ch -> ch.id() + " to " + describe(ch.remoteAddress()),
+                RdmaChannelImpl::close, BoundedClose.channelOrderlyBound(config),
+                RdmaChannelImpl::forceClose, BoundedClose.channelForcedBound());
         for (DeviceResources res : devices.values()) {
             for (CompletionLoop loop : res.loops) {
                 loop.requestStop(); // all at once: each ends within its current blocking wait

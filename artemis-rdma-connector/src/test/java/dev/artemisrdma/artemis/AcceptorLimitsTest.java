@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.BoundedClose;
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.RdmaChannel;
@@ -160,7 +161,9 @@ class AcceptorLimitsTest {
             acceptor.stop();
             long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
             // orderly closes would each wait connectTimeout (10 s) for the hung peers, one after the other
-            assertTrue(millis < ParallelClose.ORDERLY.plus(ParallelClose.FORCED).toMillis() + 1000,
+            long bound = BoundedClose.channelOrderlyBound(TransportConfig.defaults())
+                    .plus(BoundedClose.channelForcedBound()).toMillis();
+            assertTrue(millis < bound + 1000,
                     "stopping took " + millis + " ms");
             assertEquals(List.of(true, true, true), broker.destroyedFailed, "the broker was not told of each loss");
             assertEquals(0, acceptor.connectionCount());

@@ -142,8 +142,15 @@ class ConnectionBackpressureTest {
     private static RdmaConnection connect(RdmaRuntime.Lease lease, Recorder serverSide, Executor executor,
                                           AtomicReference<RdmaConnection> server, BufferHandler clientSide)
             throws Exception {
+        return connect(lease, ADDRESS, serverSide, executor, server, clientSide);
+    }
+
+    /** As above, to {@code address}. */
+    private static RdmaConnection connect(RdmaRuntime.Lease lease, InetSocketAddress address, Recorder serverSide,
+                                          Executor executor, AtomicReference<RdmaConnection> server,
+                                          BufferHandler clientSide) throws Exception {
         CountDownLatch accepted = new CountDownLatch(1);
-        AutoCloseable listening = lease.transport().listen(ADDRESS, ch -> {
+        AutoCloseable listening = lease.transport().listen(address, ch -> {
             RdmaConnection c = new RdmaConnection(PARAMS, serverSide, new Events(), executor, 0, true).bind(ch);
             server.set(c);
             accepted.countDown();
@@ -151,7 +158,7 @@ class ConnectionBackpressureTest {
         });
         LISTENERS.add(listening);
         RdmaConnection client = new RdmaConnection(PARAMS, clientSide, new Events(), executor, 0, false);
-        client.bind(lease.transport().connect(ADDRESS, client));
+        client.bind(lease.transport().connect(address, client));
         assertTrue(accepted.await(5, TimeUnit.SECONDS));
         return client;
     }
@@ -346,6 +353,218 @@ class ConnectionBackpressureTest {
             }
             assertEquals(1, calls.get());
         } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    // ---- the rule for ready listeners (see RdmaConnection, above isWritable) ----
+
+    /** Sends until {@code connection} pushes back, registering {@code listener}; returns how many were sent. */
+    private static long fillUntilUnwritable(RdmaConnection connection, long first,
+                                            org.apache.activemq.artemis.spi.core.remoting.ReadyListener listener) {
+        long seq = first;
+        while (connection.isWritable(listener)) {
+            assertTrue(seq - first < 5000, "never pushed back");
+            send(connection, seq++);
+        }
+        return seq - first;
+    }
+
+    private static void awaitCount(Recorder recorder, long count) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (recorder.sequences.size() < count && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        assertEquals(count, recorder.sequences.size(), "frames not delivered");
+    }
+
+    private static void await(CountDownLatch latch) {
+        try {
+            latch.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    @Test
+    void aBlockingReadyListenerStallsNeitherTheLoopNorOtherConnections() throws Exception {
+        TestRuntime.install();
+        ExecutorService pool = Executors.newCachedThreadPool();
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicReference<RdmaConnection> serverA = new AtomicReference<>();
+        AtomicReference<RdmaConnection> serverB = new AtomicReference<>();
+        Recorder receivedA = new Recorder();
+        Recorder receivedB = new Recorder();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(
+                TransportConfig.fromMap(Map.of("writeHighWaterMark", "16k")))) {
+            RdmaConnection a = connect(lease, receivedA, pool, serverA, new Recorder());
+            RdmaConnection b = connect(lease, new InetSocketAddress("127.0.0.1", 61743), receivedB, pool, serverB,
+                    new Recorder());
+
+            CountDownLatch blockerCalled = new CountDownLatch(1);
+            serverA.get().setAutoRead(false);
+            long sentA = fillUntilUnwritable(a, 0, () -> {
+                blockerCalled.countDown();
+                await(release); // a listener that blocks, as a sender resuming a long backlog can
+            });
+            serverA.get().setAutoRead(true);
+            assertTrue(blockerCalled.await(10, TimeUnit.SECONDS), "the blocking listener was never called");
+
+            // while it blocks: the completion loop goes on delivering, A's frames and B's, and B's listener runs
+            for (int i = 0; i < 10; i++) {
+                send(a, sentA++);
+            }
+            CountDownLatch readyB = new CountDownLatch(1);
+            serverB.get().setAutoRead(false);
+            long sentB = fillUntilUnwritable(b, 0, readyB::countDown);
+            serverB.get().setAutoRead(true);
+            assertTrue(readyB.await(10, TimeUnit.SECONDS), "another connection's listener waited for the blocked one");
+            awaitCount(receivedA, sentA);
+            awaitCount(receivedB, sentB);
+            release.countDown();
+            a.close();
+            b.close();
+        } finally {
+            release.countDown();
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void readyListenersOfOneConnectionRunOneAtATimeInTheOrderFired() throws Exception {
+        TestRuntime.install();
+        ExecutorService pool = Executors.newCachedThreadPool(); // threads enough to run them side by side
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicReference<RdmaConnection> server = new AtomicReference<>();
+        List<String> events = new CopyOnWriteArrayList<>();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(
+                TransportConfig.fromMap(Map.of("writeHighWaterMark", "16k")))) {
+            RdmaConnection client = connect(lease, new Recorder(), pool, server, new Recorder());
+            CountDownLatch firstCalled = new CountDownLatch(1);
+            server.get().setAutoRead(false);
+            long sent = fillUntilUnwritable(client, 0, () -> {
+                events.add("first begins");
+                firstCalled.countDown();
+                await(release);
+                events.add("first ends");
+            });
+            server.get().setAutoRead(true);
+            assertTrue(firstCalled.await(10, TimeUnit.SECONDS));
+
+            CountDownLatch secondCalled = new CountDownLatch(1);
+            server.get().setAutoRead(false);
+            sent += fillUntilUnwritable(client, sent, () -> {
+                events.add("second");
+                secondCalled.countDown();
+            });
+            server.get().setAutoRead(true);
+            assertTrue(client.blockUntilWritable(10, TimeUnit.SECONDS), "writable again once the peer reads");
+            assertFalse(secondCalled.await(200, TimeUnit.MILLISECONDS), "ran beside the listener fired before it");
+            release.countDown();
+            assertTrue(secondCalled.await(10, TimeUnit.SECONDS), "the second listener was never called");
+            assertEquals(List.of("first begins", "first ends", "second"), events);
+            client.close();
+        } finally {
+            release.countDown();
+            pool.shutdownNow();
+        }
+    }
+
+    /**
+     * A sender confined to its own single-thread executor, with plain flags, that probes with blockUntilWritable(0),
+     * sends while writable and then registers a resume that calls straight back into its flusher: it assumes the
+     * resume runs on its own executor, as a Netty event loop would run it.
+     */
+    private static final class SelfDrivenSender {
+        final ExecutorService stream = Executors.newSingleThreadExecutor();
+        final RdmaConnection connection;
+        final java.util.ArrayDeque<Long> queue = new java.util.ArrayDeque<>();
+        final AtomicInteger resumes = new AtomicInteger();
+        final AtomicInteger refusals = new AtomicInteger();
+        boolean awaitingResume;
+        boolean flushing;
+        final org.apache.activemq.artemis.spi.core.remoting.ReadyListener onResume = () -> {
+            resumes.incrementAndGet();
+            flush(true);
+        };
+
+        SelfDrivenSender(RdmaConnection connection) {
+            this.connection = connection;
+        }
+
+        void submit(long seq) {
+            stream.execute(() -> {
+                queue.add(seq);
+                flush(false);
+            });
+        }
+
+        void flush(boolean resume) {
+            if (resume) {
+                awaitingResume = false;
+            }
+            if (awaitingResume || flushing || queue.isEmpty()) {
+                return;
+            }
+            flushing = true;
+            try {
+                while (connection.blockUntilWritable(0, TimeUnit.MILLISECONDS)) {
+                    Long seq = queue.poll();
+                    if (seq == null) {
+                        return;
+                    }
+                    send(connection, seq);
+                }
+                refusals.incrementAndGet();
+                if (!queue.isEmpty()) {
+                    if (!connection.isWritable(onResume)) {
+                        awaitingResume = true;
+                    } else {
+                        stream.execute(() -> flush(false));
+                    }
+                }
+            } finally {
+                flushing = false;
+            }
+        }
+    }
+
+    @Test
+    void aSenderThatProbesThenRegistersIsAnsweredInPlaceNotCalledBackFromAnotherThread() throws Exception {
+        TestRuntime.install();
+        ExecutorService pool = Executors.newCachedThreadPool();
+        AtomicReference<RdmaConnection> server = new AtomicReference<>();
+        Recorder received = new Recorder();
+        SelfDrivenSender sender = null;
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(
+                TransportConfig.fromMap(Map.of("writeHighWaterMark", "16k")))) {
+            RdmaConnection client = connect(lease, received, pool, server, new Recorder());
+            sender = new SelfDrivenSender(client);
+            server.get().setAutoRead(false);
+            int total = 3000;
+            int first = 200;
+            for (int i = 0; i < first; i++) {
+                sender.submit(i);
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (sender.refusals.get() == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertTrue(sender.refusals.get() > 0, "never pushed back: nothing was tested");
+            server.get().setAutoRead(true);
+            for (int i = first; i < total; i++) {
+                sender.submit(i);
+            }
+            awaitCount(received, total);
+            for (int i = 0; i < total; i++) {
+                assertEquals(i, received.sequences.get(i), "frame order");
+            }
+            assertEquals(0, sender.resumes.get(), "its resume was called from a thread not its own");
+            client.close();
+        } finally {
+            if (sender != null) {
+                sender.stream.shutdownNow();
+            }
             pool.shutdownNow();
         }
     }
