@@ -6,6 +6,7 @@ import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.WcStatus;
 
@@ -551,7 +552,7 @@ final class ChannelLifecycle {
     }
 
     private static String describe(InetSocketAddress a) {
-        return RdmaTransport.describe(a);
+        return Endpoints.describe(a);
     }
 
     @Override

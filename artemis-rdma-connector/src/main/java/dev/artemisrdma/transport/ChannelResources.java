@@ -57,7 +57,7 @@ final class ChannelResources {
      * Takes a completion loop slot of {@code entries} on {@code device} and registers {@code registrationBytes}
      * there; on a failure nothing stays taken. {@code early}: the passive side binds before its accept.
      */
-    void bind(RdmaTransport transport, RdmaChannelImpl channel, FabricDevice device, int entries,
+    void bind(ChannelHost transport, LoopChannel channel, FabricDevice device, int entries,
               int registrationBytes, SharedReceiveMembership shared, boolean early) throws FabricException {
         if (boundEarly != null) {
             if (boundEarly != device) {
@@ -198,7 +198,7 @@ final class ChannelResources {
      * requests pointed at (send and receive buffers), the shared pool's credits, the memory, then the loop slot.
      * On the loop thread, or when no loop thread polls for the channel any more.
      */
-    void release(SendSide send, ReceiveSide receive, SharedReceiveMembership shared, RdmaChannelImpl channel) {
+    void release(SendSide send, ReceiveSide receive, SharedReceiveMembership shared, LoopChannel channel) {
         send.releaseAll();
         receive.release();
         if (shared.isMember()) {

@@ -20,7 +20,7 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  * A thread that owns one completion queue on one device, shared by many channels. It polls completions in
  * batches, maps each back to its channel and slot through the work request id (channel index in the high 32 bits,
  * receive bit and slot below: no lookup structure, no allocation), then lets every channel the batch touched
- * apply it ({@link RdmaChannelImpl#endOfBatch}).
+ * apply it ({@link LoopChannel#endOfBatch}).
  *
  * <p>When idle it may spin (busy-poll) for a while, a window that {@link SpinPolicy} adapts between 0 and
  * {@code busyPollMicros} to whether spinning pays (or all of it, or none, as {@code busyPollMode} says), and only while the transport's {@link SpinBudget} (one core's
@@ -110,12 +110,12 @@ final class CompletionLoop implements Runnable {
      */
     private volatile boolean handling;
     /** Channels whose writers left their flush to the loop (see {@link #handling}). */
-    private final ConcurrentLinkedQueue<RdmaChannelImpl> flushRequests = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<LoopChannel> flushRequests = new ConcurrentLinkedQueue<>();
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
-    private AtomicReferenceArray<RdmaChannelImpl> channels;
-    private RdmaChannelImpl[] touched;
+    private AtomicReferenceArray<LoopChannel> channels;
+    private LoopChannel[] touched;
     private int nextIndex;
     private int reservedEntries;
     private int registered;
@@ -179,7 +179,7 @@ final class CompletionLoop implements Runnable {
      * Reserves {@code entries} completion queue entries for a channel; returns its index, or -1 when this loop's
      * queue cannot hold it or the loop has failed. Creates the queue and starts the thread on first use.
      */
-    int register(RdmaChannelImpl channel, int entries) throws FabricException {
+    int register(LoopChannel channel, int entries) throws FabricException {
         synchronized (registry) {
             if (failure != null) {
                 return -1;
@@ -191,7 +191,7 @@ final class CompletionLoop implements Runnable {
                 cq = device.createCompletionQueue(requestedEntries);
                 int maxChannels = Math.max(1, cq.capacity() / Math.max(1, entries));
                 channels = new AtomicReferenceArray<>(maxChannels);
-                touched = new RdmaChannelImpl[maxChannels];
+                touched = new LoopChannel[maxChannels];
                 thread = new Thread(this, name);
                 thread.setDaemon(true);
                 thread.start();
@@ -252,12 +252,12 @@ final class CompletionLoop implements Runnable {
     }
 
     /** A channel on the shared pool has its queue pair: its receive completions are found by this number. */
-    void mapQueuePair(int qpNumber, RdmaChannelImpl channel) {
+    void mapQueuePair(int qpNumber, LoopChannel channel) {
         byQueuePair.put(qpNumber, channel);
     }
 
     /** The channel's queue pair is destroyed; a late completion of that number finds nothing. */
-    void unmapQueuePair(int qpNumber, RdmaChannelImpl channel) {
+    void unmapQueuePair(int qpNumber, LoopChannel channel) {
         byQueuePair.remove(qpNumber, channel);
     }
 
@@ -542,7 +542,7 @@ final class CompletionLoop implements Runnable {
      * request goes in before {@link #handling} is read again, and the loop clears {@code handling} before it looks
      * at the requests a last time: one of the two sees the other.
      */
-    boolean takeFlush(RdmaChannelImpl channel) {
+    boolean takeFlush(LoopChannel channel) {
         flushRequests.add(channel);
         return handling;
     }
@@ -590,7 +590,7 @@ final class CompletionLoop implements Runnable {
     /** Nobody polls for the channels still here any more: each is failed with {@code why} and released now. */
     private void releaseChannels(FabricException why) {
         for (int i = 0, n = channels.length(); i < n; i++) {
-            RdmaChannelImpl ch = channels.get(i);
+            LoopChannel ch = channels.get(i);
             if (ch != null) {
                 try {
                     ch.loopFailed(why);
@@ -631,7 +631,7 @@ final class CompletionLoop implements Runnable {
 
     /** Posts what writers left to the loop while it handled a batch (see {@link #handling}). */
     private void flushForWriters() {
-        RdmaChannelImpl ch;
+        LoopChannel ch;
         while ((ch = flushRequests.poll()) != null) {
             try {
                 deadlineSeen |= ch.flushLeftToLoop();
@@ -651,23 +651,22 @@ final class CompletionLoop implements Runnable {
             if (index == WorkRequestIds.SHARED_POOL_INDEX && shared != null) {
                 int slot = WorkRequestIds.slot(wrId);
                 shared.consumed(slot); // reposted below, whatever became of its connection
-                RdmaChannelImpl ch = byQueuePair.get(batch.qpNumber(i));
+                LoopChannel ch = byQueuePair.get(batch.qpNumber(i));
                 int base = shared.base(slot);
                 if (ch == null || base < 0) {
                     LOG.debug("{}: shared receive for a closed queue pair {} ({}) reposted", name,
                             batch.qpNumber(i), WcStatus.name(batch.status(i)));
                     continue;
                 }
-                if (!ch.touched) {
-                    ch.touched = true;
+                if (ch.joinBatch()) {
                     touched[touchedCount++] = ch;
                 }
-                ch.counters.completed(batch.status(i));
+                ch.counters().completed(batch.status(i));
                 ch.onSharedReceiveCompletion(shared.view(), base, batch.status(i), batch.byteLength(i),
                         batch.immediate(i));
                 continue;
             }
-            RdmaChannelImpl ch = index < channels.length() ? channels.get(index) : null;
+            LoopChannel ch = index < channels.length() ? channels.get(index) : null;
             int qpn = batch.qpNumber(i);
             // the queue pair number guards against a late completion of a closed channel whose index was reused
             // (0 is never an RC queue pair: a fabric that does not report it skips the check)
@@ -676,11 +675,10 @@ final class CompletionLoop implements Runnable {
                         Long.toHexString(wrId), WcStatus.name(batch.status(i)));
                 continue;
             }
-            if (!ch.touched) {
-                ch.touched = true;
+            if (ch.joinBatch()) {
                 touched[touchedCount++] = ch;
             }
-            ch.counters.completed(batch.status(i));
+            ch.counters().completed(batch.status(i));
             int slot = WorkRequestIds.slot(wrId);
             if (WorkRequestIds.isReceive(wrId)) {
                 ch.onReceiveCompletion(slot, batch.status(i), batch.byteLength(i), batch.immediate(i));
@@ -692,9 +690,9 @@ final class CompletionLoop implements Runnable {
             shared.repostConsumed(); // before any channel grants the credit of a consumed slot again
         }
         for (int i = 0; i < touchedCount; i++) {
-            RdmaChannelImpl ch = touched[i];
+            LoopChannel ch = touched[i];
             touched[i] = null;
-            ch.touched = false;
+            ch.leaveBatch();
             try {
                 deadlineSeen |= ch.endOfBatch();
             } catch (RuntimeException e) {
@@ -738,7 +736,7 @@ final class CompletionLoop implements Runnable {
             pending = shared.tick(now); // credits of closed connections wait out their quarantine; a recall to come
         }
         for (int i = 0, n = channels.length(); i < n; i++) {
-            RdmaChannelImpl ch = channels.get(i);
+            LoopChannel ch = channels.get(i);
             if (ch != null) {
                 try {
                     if (recall) {

@@ -10,12 +10,12 @@ import java.util.Arrays;
 final class QueuePairTable {
 
     /** An immutable open-addressing table; key 0 is empty (0 is never an RC queue pair number). */
-    private record Table(int[] keys, RdmaChannelImpl[] values, int size) {
+    private record Table(int[] keys, LoopChannel[] values, int size) {
     }
 
-    private volatile Table table = new Table(new int[16], new RdmaChannelImpl[16], 0);
+    private volatile Table table = new Table(new int[16], new LoopChannel[16], 0);
 
-    RdmaChannelImpl get(int qpNumber) {
+    LoopChannel get(int qpNumber) {
         Table t = table;
         int mask = t.keys.length - 1;
         for (int i = mix(qpNumber) & mask; ; i = (i + 1) & mask) {
@@ -29,7 +29,7 @@ final class QueuePairTable {
         }
     }
 
-    synchronized void put(int qpNumber, RdmaChannelImpl channel) {
+    synchronized void put(int qpNumber, LoopChannel channel) {
         if (qpNumber == 0) {
             throw new IllegalArgumentException("queue pair number 0");
         }
@@ -37,7 +37,7 @@ final class QueuePairTable {
     }
 
     /** Removes {@code qpNumber} if it still maps to {@code channel}. */
-    synchronized void remove(int qpNumber, RdmaChannelImpl channel) {
+    synchronized void remove(int qpNumber, LoopChannel channel) {
         if (get(qpNumber) == channel && channel != null) {
             rebuild(qpNumber, null, channel);
         }
@@ -47,7 +47,7 @@ final class QueuePairTable {
         return table.size;
     }
 
-    private void rebuild(int key, RdmaChannelImpl add, RdmaChannelImpl drop) {
+    private void rebuild(int key, LoopChannel add, LoopChannel drop) {
         Table old = table;
         int entries = old.size + (add != null ? 1 : 0);
         int capacity = 16;
@@ -55,7 +55,7 @@ final class QueuePairTable {
             capacity <<= 1;
         }
         int[] keys = new int[capacity];
-        RdmaChannelImpl[] values = new RdmaChannelImpl[capacity];
+        LoopChannel[] values = new LoopChannel[capacity];
         int size = 0;
         for (int i = 0; i < old.keys.length; i++) {
             int k = old.keys[i];
@@ -69,7 +69,7 @@ final class QueuePairTable {
         table = new Table(keys, values, size);
     }
 
-    private static int insert(int[] keys, RdmaChannelImpl[] values, int key, RdmaChannelImpl value) {
+    private static int insert(int[] keys, LoopChannel[] values, int key, LoopChannel value) {
         int mask = keys.length - 1;
         int i = mix(key) & mask;
         while (keys[i] != 0) {

@@ -10,6 +10,7 @@ import org.slf4j.LoggerFactory;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.PartialPostException;
@@ -54,13 +55,13 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  * are flushed for at most closeTimeout (a peer withholding credits cannot hold it longer), then the connection is
  * disconnected; draining and release finish on the loop thread.
  */
-final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
+final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
     /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
     static final long CLOSE_GRACE_NANOS = ChannelLifecycle.CLOSE_GRACE_NANOS;
 
-    private final RdmaTransport transport;
+    private final ChannelHost transport;
     private final TransportConfig config;
     private final String id;
     private final InetSocketAddress remote;
@@ -84,7 +85,7 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
     private boolean flushLeftToLoop;
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
-    boolean touched;
+    private boolean touched;
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     final ChannelCounters counters = new ChannelCounters();
 
@@ -93,7 +94,7 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
         return counters;
     }
 
-    RdmaChannelImpl(RdmaTransport transport, TransportConfig config, String id, InetSocketAddress remote,
+    RdmaChannelImpl(ChannelHost transport, TransportConfig config, String id, InetSocketAddress remote,
                     InetSocketAddress local, ChannelHandler handler) {
         this.transport = transport;
         this.config = config;
@@ -140,7 +141,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
         }
     }
 
-    boolean sharesReceives() {
+    @Override
+    public boolean sharesReceives() {
         return shared.shares();
     }
 
@@ -156,7 +158,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
     }
 
     /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
-    void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
+    @Override
+    public void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
         shared.admitted(pool, allocation);
     }
 
@@ -435,7 +438,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
      * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
      * refused by {@link #attach} instead.
      */
-    void loopFailed(FabricException why) {
+    @Override
+    public void loopFailed(FabricException why) {
         lock.lock();
         try {
             if (!life.loopFailed(why)) {
@@ -616,7 +620,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
      * The completion loop posts what writers left to it (see {@link #writerFlushLocked}); returns whether the
      * channel has a deadline running. Loop thread.
      */
-    boolean flushLeftToLoop() {
+    @Override
+    public boolean flushLeftToLoop() {
         boolean notifyWritable;
         boolean notifyClosed;
         boolean deadline;
@@ -748,17 +753,34 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
 
     // ------------------------------------------------------------------------------ completions (loop thread)
 
-    int qpNumber() {
+    @Override
+    public int qpNumber() {
         return resources.qpNumber();
     }
 
-    void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
+    @Override
+    public boolean joinBatch() {
+        if (touched) {
+            return false;
+        }
+        touched = true;
+        return true;
+    }
+
+    @Override
+    public void leaveBatch() {
+        touched = false;
+    }
+
+    @Override
+    public void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
         openOnPeerFrame(status);
         // a drain the peer began still delivers what it sent first: successful completions precede the flushes
         receive.onReceive(slot, status, byteLength, immediate, life.state().tearingDown(), life.peerDrain());
     }
 
-    void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
+    @Override
+    public void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
         openOnPeerFrame(status);
         receive.onSharedReceive(poolView, base, status, byteLength, immediate, life.state().tearingDown(),
                 life.peerDrain());
@@ -773,7 +795,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
         }
     }
 
-    void onSendCompletion(int slot, int status) {
+    @Override
+    public void onSendCompletion(int slot, int status) {
         receive.onSend(slot, status);
     }
 
@@ -781,7 +804,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
      * Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. Returns
      * whether a deadline runs now (see {@link ChannelLifecycle#deadlineRunning}).
      */
-    boolean endOfBatch() {
+    @Override
+    public boolean endOfBatch() {
         boolean delivered = receive.batchDelivered();
         boolean notifyWritable;
         boolean notifyClosed;
@@ -836,7 +860,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
      * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
      * only a peer that answers recalls, is asked.
      */
-    void recall(int keep) {
+    @Override
+    public void recall(int keep) {
         lock.lock();
         try {
             if (life.state() != ChannelState.OPEN || !shared.holdsMoreThan(keep)) {
@@ -879,7 +904,8 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
      * whether the channel has a deadline running or work pending (not open, frames queued, a frame half reassembled):
      * a loop whose channels have none may look less often.
      */
-    boolean tick(long now) {
+    @Override
+    public boolean tick(long now) {
         boolean notifyWritable;
         boolean notifyClosed;
         boolean pending;
@@ -938,6 +964,6 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures {
     }
 
     static String describe(InetSocketAddress a) {
-        return RdmaTransport.describe(a);
+        return Endpoints.describe(a);
     }
 }

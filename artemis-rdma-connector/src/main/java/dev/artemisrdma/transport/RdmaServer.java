@@ -2,6 +2,7 @@ package dev.artemisrdma.transport;
 
 import java.net.InetSocketAddress;
 
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricListener;
 
 /** A listening endpoint of an {@link RdmaTransport}. Closing it stops new connections; accepted ones live on. */
@@ -35,6 +36,6 @@ public final class RdmaServer implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "RdmaServer[" + RdmaTransport.describe(localAddress()) + "]";
+        return "RdmaServer[" + Endpoints.describe(localAddress()) + "]";
     }
 }

@@ -40,7 +40,7 @@ import dev.artemisrdma.transport.fabric.QueuePairSpec;
  * {@code handshakeTimeout} ({@link HandshakeDeadline}); send buffer slabs idle for {@value #SLAB_IDLE_SECONDS} s are
  * deregistered. A bound that is reached refuses or fails that one connection, with the reason and the key.
  */
-public final class RdmaTransport implements AutoCloseable {
+public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
     private static final AtomicLong TRANSPORTS = new AtomicLong();
@@ -290,7 +290,8 @@ public final class RdmaTransport implements AutoCloseable {
     }
 
     /** The heap all channels together may hold for reassembly ({@code reassemblyMemory}). */
-    ReassemblyBudget reassemblyBudget() {
+    @Override
+    public ReassemblyBudget reassemblyBudget() {
         return reassemblyBudget;
     }
 
@@ -334,7 +335,8 @@ public final class RdmaTransport implements AutoCloseable {
     }
 
     /** The send buffer pool of a device. */
-    BufferPool pool(FabricDevice device) {
+    @Override
+    public BufferPool pool(FabricDevice device) {
         return resources(device).pool;
     }
 
@@ -343,7 +345,8 @@ public final class RdmaTransport implements AutoCloseable {
      * When every queue is full another loop (thread and queue) is added: a completion queue holds a bounded number
      * of connections, and a broker must not refuse clients because its first queues filled up.
      */
-    CompletionLoop.Assignment assignLoop(FabricDevice device, RdmaChannelImpl channel, int entries)
+    @Override
+    public CompletionLoop.Assignment assignLoop(FabricDevice device, LoopChannel channel, int entries)
             throws FabricException {
         checkOpen();
         DeviceResources res = resources(device);
@@ -374,7 +377,7 @@ public final class RdmaTransport implements AutoCloseable {
      * asked for it): their peers give credits back within a round trip or two, so look again for up to
      * {@link #RECALL_WAIT_NANOS} before refusing. Only in this case, and outside the device's lock.
      */
-    private CompletionLoop.Assignment awaitRecalledRoom(DeviceResources res, RdmaChannelImpl channel, int entries)
+    private CompletionLoop.Assignment awaitRecalledRoom(DeviceResources res, LoopChannel channel, int entries)
             throws FabricException {
         long start = System.nanoTime();
         // a wait that found no room (the grown windows are busy) is not repeated for a second: a storm of connection
@@ -401,7 +404,7 @@ public final class RdmaTransport implements AutoCloseable {
     }
 
     /** Adds a loop (thread, queue) on the device for {@code channel}; under the device's lock. */
-    private CompletionLoop.Assignment addLoop(DeviceResources res, RdmaChannelImpl channel, int entries)
+    private CompletionLoop.Assignment addLoop(DeviceResources res, LoopChannel channel, int entries)
             throws FabricException {
         FabricDevice device = res.device;
         CompletionLoop added = res.addLoop();
@@ -433,7 +436,8 @@ public final class RdmaTransport implements AutoCloseable {
         return devices.computeIfAbsent(raw, d -> new DeviceResources(d, name, config, spinBudget));
     }
 
-    void channelClosed(RdmaChannelImpl channel) {
+    @Override
+    public void channelClosed(RdmaChannel channel) {
         channels.remove(channel);
     }
 
@@ -643,7 +647,7 @@ public final class RdmaTransport implements AutoCloseable {
         }
 
         /** Registers with the least loaded loop that has room; null when none has. */
-        CompletionLoop.Assignment tryAssign(RdmaChannelImpl channel, int entries) throws FabricException {
+        CompletionLoop.Assignment tryAssign(LoopChannel channel, int entries) throws FabricException {
             List<CompletionLoop> byLoad = new ArrayList<>(loops);
             byLoad.sort(java.util.Comparator.comparingInt(CompletionLoop::load));
             for (CompletionLoop loop : byLoad) {

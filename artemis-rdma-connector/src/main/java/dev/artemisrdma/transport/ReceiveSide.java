@@ -6,6 +6,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
 import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
@@ -164,7 +165,7 @@ final class ReceiveSide {
             return true;
         } catch (FabricException e) {
             slotView.clear();
-            batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
+            batchProtocolError = new FabricException("channel " + id + " (peer " + Endpoints.describe(remote)
                     + "): " + e.getMessage(), e);
             return false;
         }
@@ -283,7 +284,7 @@ final class ReceiveSide {
         if (!reassembler.inProgress() || now - reassembler.startedAt() <= reassemblyTimeoutNanos) {
             return null;
         }
-        return new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote) + "): a fragmented "
+        return new FabricException("channel " + id + " (peer " + Endpoints.describe(remote) + "): a fragmented "
                 + "frame stayed unfinished for more than reassemblyTimeout ("
                 + TimeUnit.NANOSECONDS.toMillis(reassemblyTimeoutNanos) + " ms); raise reassemblyTimeout");
     }
@@ -363,7 +364,7 @@ final class ReceiveSide {
     /** Records a protocol error found while applying the batch (e.g. credits beyond the window). */
     void protocolError(FabricException e) {
         if (batchProtocolError == null) {
-            batchProtocolError = new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote)
+            batchProtocolError = new FabricException("channel " + id + " (peer " + Endpoints.describe(remote)
                     + "): " + e.getMessage(), e);
         }
     }

@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
@@ -455,7 +456,7 @@ final class SendSide {
             // rest never reach the queue pair and must not be waited for
             int posted = e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), sendList.size())) : 0;
             takeBackUnposted(sendList.size() - posted);
-            return new FabricException("channel " + id + " (" + RdmaTransport.describe(remote) + "): posting "
+            return new FabricException("channel " + id + " (" + Endpoints.describe(remote) + "): posting "
                     + sendList.size() + " sends failed after " + posted + ": " + e.getMessage(), e);
         } finally {
             sendList.clear();
