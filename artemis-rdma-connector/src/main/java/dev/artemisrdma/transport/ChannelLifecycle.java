@@ -369,17 +369,39 @@ final class ChannelLifecycle {
         }
     }
 
-    /** The loop's periodic look (loop thread): a frame overdue in reassembly, a connect closed before it was up. */
+    /**
+     * The loop's periodic look (loop thread): a frame overdue in reassembly, a peer that has taken nothing for
+     * unwritableTimeout, a connect closed before it was up.
+     */
     void tick(long now) {
         FabricException overdue = state.tearingDown() ? null : receive.overdueFrame(now);
         if (overdue != null) {
             fail(overdue); // logs it
+        }
+        if (state == ChannelState.OPEN && !closeRequested) {
+            failIfStuck(now);
         }
         if (state == ChannelState.CONNECTING && closeRequested && resources.queuePair() != null
                 && now - closeDeadline > 0) {
             beginDisconnect(null); // closed before it was established, and it never was
         }
         progress(now);
+    }
+
+    /**
+     * Fails the channel once it stayed unwritable for unwritableTimeout with no data leaving: a writer that honours
+     * isWritable would otherwise wait for ever (Artemis's replication among them: its slow-replication detection
+     * works on Netty connections only), and one that does not would fill maxQueuedBytesPerConnection.
+     */
+    private void failIfStuck(long now) {
+        long stalled = send.unwritableStallNanos(now);
+        long bound = config.unwritableTimeout().toNanos();
+        if (bound > 0 && stalled > bound) {
+            fail(new FabricException("channel " + id + " (peer " + describe(remote) + "): unwritable for "
+                    + TimeUnit.NANOSECONDS.toMillis(stalled) + " ms with no frame leaving (the peer grants no credit or "
+                    + "acknowledges nothing), past unwritableTimeout (" + config.unwritableTimeout().toMillis()
+                    + " ms; raise it, or 0 to wait for ever): the connection fails"));
+        }
     }
 
     /** As {@link #progress(long)}; an open channel only flushes, without reading the clock (once per batch). */

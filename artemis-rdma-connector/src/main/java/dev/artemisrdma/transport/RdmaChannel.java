@@ -40,7 +40,10 @@ public interface RdmaChannel extends AutoCloseable {
      *
      * @throws FrameTooLargeException when the frame exceeds this side's maxFrameSize or the maximum the peer accepts:
      *                                 refused, nothing sent, the channel unharmed (the buffer is released)
-     * @throws FabricException         when the channel is closed or failed (the buffer is released)
+     * @throws FabricException         when the channel is closed or failed (the buffer is released), or when the
+     *                                 frame would take the bytes queued unsent past maxQueuedBytesPerConnection (a
+     *                                 writer that ignores isWritable toward a peer that takes nothing): then the
+     *                                 channel fails with that cause, named in the message
      */
     void write(SendBuffer buffer, boolean flush) throws FabricException;
 
@@ -56,7 +59,10 @@ public interface RdmaChannel extends AutoCloseable {
     /** Posts every frame written with {@code flush == false} so far. */
     void flush() throws FabricException;
 
-    /** False while the send backlog is above the high-water mark; {@link ChannelHandler#onWritable} follows. */
+    /**
+     * False while the send backlog is above the high-water mark; {@link ChannelHandler#onWritable} follows. A channel
+     * that stays unwritable for unwritableTimeout with no frame leaving fails.
+     */
     boolean isWritable();
 
     /**

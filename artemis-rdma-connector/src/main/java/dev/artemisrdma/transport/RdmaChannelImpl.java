@@ -547,11 +547,19 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel
                 frame.releaseFromChannel();
                 throw tooLarge(length, max);
             }
+            FabricException overCap = send.overQueueCap(length);
+            if (overCap != null) {
+                frame.releaseFromChannel();
+                life.fail(overCap); // this connection holds the memory: it fails, not the next one to ask for some
+                throw overCap;
+            }
             send.enqueue(frame);
             if (flush) {
                 writerFlushLocked();
             }
-            send.updateWritability();
+            if (send.updateWritability()) {
+                resources.wakeLoop(); // its tick watches unwritableTimeout from now, even if it was idle
+            }
         } finally {
             lock.unlock();
         }

@@ -20,6 +20,9 @@ final class SendRing {
     private final int lowWater;
     private final PooledBuffer[] release;
     private final boolean[] signaled;
+    /** Payload bytes of each outstanding request, and their sum: what the ring holds unsent-as-far-as-we-know. */
+    private final int[] bytes;
+    private long bytesOutstanding;
     private long posted;
     private long retired;
     /** posted % capacity and retired % capacity, kept as they advance: a division costs more than a frame's
@@ -39,6 +42,7 @@ final class SendRing {
         this.lowWater = Math.max(1, Math.min(this.interval, capacity / 4));
         this.release = new PooledBuffer[capacity];
         this.signaled = new boolean[capacity];
+        this.bytes = new int[capacity];
     }
 
     int capacity() {
@@ -57,6 +61,11 @@ final class SendRing {
         return signaledOutstanding;
     }
 
+    /** Payload bytes of the requests outstanding (posted, not yet known complete). */
+    long bytesOutstanding() {
+        return bytesOutstanding;
+    }
+
     /** The slot the next request will take. */
     int nextSlot() {
         return postSlot;
@@ -67,6 +76,11 @@ final class SendRing {
      * released once the request completes.
      */
     boolean claim(PooledBuffer toRelease, boolean forceSignal) {
+        return claim(toRelease, forceSignal, 0);
+    }
+
+    /** As {@link #claim(PooledBuffer, boolean)} for a request carrying {@code payload} bytes of data. */
+    boolean claim(PooledBuffer toRelease, boolean forceSignal, int payload) {
         if (free() == 0) {
             throw new IllegalStateException("send budget exhausted");
         }
@@ -80,6 +94,8 @@ final class SendRing {
         }
         release[slot] = toRelease;
         signaled[slot] = signal;
+        bytes[slot] = payload;
+        bytesOutstanding += payload;
         return signal;
     }
 
@@ -112,6 +128,8 @@ final class SendRing {
         PooledBuffer b = release[slot];
         release[slot] = null;
         signaled[slot] = false;
+        bytesOutstanding -= bytes[slot];
+        bytes[slot] = 0;
         return b;
     }
 
@@ -147,6 +165,8 @@ final class SendRing {
     }
 
     private void retire(int s) {
+        bytesOutstanding -= bytes[s];
+        bytes[s] = 0;
         if (signaled[s]) {
             signaled[s] = false;
             signaledOutstanding--;

@@ -69,6 +69,10 @@ final class SendSide {
 
     private volatile boolean writable = true;
     private boolean writableOwed;
+    /** Data SENDs posted when the loop's tick last saw this channel unwritable; -1: it was writable. */
+    private long stallMark = -1;
+    /** When that tick saw them, or saw the stall begin (see {@link #unwritableStallNanos}). */
+    private long stallSince;
     private boolean creditStalled;
     private boolean queueStalled;
 
@@ -167,6 +171,47 @@ final class SendSide {
 
     void enqueue(PooledBuffer frame) {
         outbox.add(frame);
+    }
+
+    /** Bytes written and not known sent: queued in the outbox, or in SENDs not yet known complete. */
+    long queuedBytes() {
+        return outbox.queuedBytes() + (ring == null ? 0 : ring.bytesOutstanding());
+    }
+
+    /**
+     * Why a frame of {@code length} more bytes may not be queued: it would take this connection's queued bytes past
+     * maxQueuedBytesPerConnection, so its writer ignores isWritable toward a peer that takes nothing (the connection
+     * fails, not the next one to ask for send memory); null when it fits.
+     */
+    FabricException overQueueCap(int length) {
+        long queued = queuedBytes();
+        long cap = config.maxQueuedBytesPerConnection();
+        if (length <= cap - queued) {
+            return null;
+        }
+        return new FabricException("channel " + id + " (peer " + RdmaTransport.describe(remote) + "): a frame of "
+                + length + " bytes on top of " + queued + " bytes queued unsent exceeds maxQueuedBytesPerConnection ("
+                + cap + " bytes; raise it, or have the writer honour isWritable): the writer ignored isWritable while "
+                + "the peer took nothing; this connection fails");
+    }
+
+    /**
+     * How long, as of the loop's tick at {@code now}, the channel has been unwritable with frames ready to go and no
+     * data SEND posted: the peer grants no credit or acknowledges nothing. 0 while writable, flushed frames absent,
+     * or data leaving (a slow peer that takes frames is no stall). Loop thread, under the lock.
+     */
+    long unwritableStallNanos(long now) {
+        if (writable || outbox.flushable() == 0) {
+            stallMark = -1;
+            return 0;
+        }
+        long progress = sendsPosted - creditFramesSent;
+        if (progress != stallMark) {
+            stallMark = progress;
+            stallSince = now;
+            return 0;
+        }
+        return now - stallSince;
     }
 
     /** The writer flushed: everything it queued may go (see {@link Outbox}). */
@@ -384,7 +429,7 @@ final class SendSide {
         int give = immediateFirst ? credits.spendReturningNone() : credits.spend();
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
-                credits.sendCredits() == 0 || (last && buffer.isDedicated()));
+                credits.sendCredits() == 0 || (last && buffer.isDedicated()), n);
         // frames queued behind this one: a pool-granting peer hears that our window is too small for the stream. Not
         // when a SEND merely empties the window or frames waited for credit: a JMS connection's set-up bursts do that
         // too, and with every one of 1,000 connections holding a grown window the shared pools filled (scale-bench)
@@ -484,14 +529,17 @@ final class SendSide {
         ring.retireThrough(slot);
     }
 
-    void updateWritability() {
+    /** Returns whether the channel just turned unwritable (the loop's tick then watches unwritableTimeout). */
+    boolean updateWritability() {
         long queued = outbox.queuedBytes();
         if (writable && queued > config.writeHighWaterMark()) {
             writable = false;
+            return true;
         } else if (!writable && queued <= config.writeHighWaterMark() / 2) {
             writable = true;
             writableOwed = true;
         }
+        return false;
     }
 
     /** Whether onWritable is owed to the handler (only while {@code open}); clears the debt. */

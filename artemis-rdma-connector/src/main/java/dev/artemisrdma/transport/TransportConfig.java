@@ -61,6 +61,14 @@ import dev.artemisrdma.transport.fabric.Addressing;
  *                               is guaranteed {@value #SHARED_MIN_CREDITS} of them and borrows more (up to
  *                               receiveSlots + 1) while the pool has them free. Unset: 512, or what a completion
  *                               queue holds beside one connection's send budget when that is less
+ * @param maxQueuedBytesPerConnection bytes one connection may hold written but not known sent (its outbox and the
+ *                               SENDs in flight); the write that would exceed it fails, and so does that connection,
+ *                               so a writer that ignores isWritable toward a peer that takes nothing costs at most
+ *                               this much of maxRegisteredMemory. At least writeHighWaterMark + maxFrameSize (what a
+ *                               writer honouring isWritable may queue); unset: writeHighWaterMark + 2 x maxFrameSize
+ * @param unwritableTimeout      a connection that stays unwritable this long with no frame leaving (the peer grants
+ *                               no credit, or acknowledges nothing) fails, naming the key; {@link Duration#ZERO}
+ *                               waits for ever
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -70,7 +78,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
                               Duration closeTimeout,
                               Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
-                              String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots) {
+                              String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots,
+                              long maxQueuedBytesPerConnection, Duration unwritableTimeout) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -93,7 +102,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             "connectTimeout",
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
-            "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots");
+            "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots", "maxQueuedBytesPerConnection",
+            "unwritableTimeout");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -154,6 +164,19 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     + "a shared receive pool (sharedReceiveSlots x slotSize = " + poolBytes
                     + " bytes) and a connection; raise it, lower sharedReceiveSlots or slotSize, or set "
                     + "sharedReceiveQueue=false");
+        }
+        long honest = saturatedAdd(writeHighWaterMark, maxFrameSize);
+        if (maxQueuedBytesPerConnection < honest) {
+            throw new IllegalArgumentException("maxQueuedBytesPerConnection: must be at least writeHighWaterMark ("
+                    + writeHighWaterMark + ") + maxFrameSize (" + maxFrameSize + ") = " + honest + " bytes, what a "
+                    + "writer honouring isWritable may queue; got " + maxQueuedBytesPerConnection);
+        }
+        if (unwritableTimeout == null || unwritableTimeout.isNegative()) {
+            throw new IllegalArgumentException("unwritableTimeout: must be 0 (wait for ever) or positive, got "
+                    + unwritableTimeout);
+        }
+        if (!unwritableTimeout.isZero()) {
+            timeout("unwritableTimeout", unwritableTimeout);
         }
     }
 
@@ -330,6 +353,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.sharedReceiveQueue = sharedReceiveQueue;
         b.sharedReceiveSlots = sharedReceiveSlots == defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth)
                 ? null : sharedReceiveSlots;
+        b.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection == defaultMaxQueuedBytesPerConnection(
+                writeHighWaterMark, maxFrameSize) ? null : maxQueuedBytesPerConnection;
+        b.unwritableTimeout = unwritableTimeout;
         return b;
     }
 
@@ -379,6 +405,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "tos": b.tos = Addressing.requireTos(toInt(key, v, false)); break;
                 case "sharedReceiveQueue": b.sharedReceiveQueue = toBoolean(key, v); break;
                 case "sharedReceiveSlots": b.sharedReceiveSlots = toInt(key, v, false); break;
+                case "maxQueuedBytesPerConnection": b.maxQueuedBytesPerConnection = toLong(key, v, true); break;
+                case "unwritableTimeout": b.unwritableTimeout = toDuration(key, v); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -398,6 +426,20 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     /** Unset, the pool is 512 receives, or what a completion queue holds beside one connection's sends. */
     static int defaultSharedReceiveSlots(int completionQueueEntries, int sendQueueDepth) {
         return Math.max(SHARED_MIN_CREDITS, Math.min(512, completionQueueEntries - sendQueueDepth));
+    }
+
+    /**
+     * Unset, a connection may queue writeHighWaterMark + 2 x maxFrameSize: what a writer honouring isWritable may
+     * queue (it stops above the mark, after a write of up to maxFrameSize), with a frame of room for a second thread
+     * that checked isWritable at the same moment.
+     */
+    static long defaultMaxQueuedBytesPerConnection(long writeHighWaterMark, int maxFrameSize) {
+        return saturatedAdd(writeHighWaterMark, 2L * maxFrameSize);
+    }
+
+    private static long saturatedAdd(long a, long b) {
+        long sum = a + b;
+        return sum < a ? Long.MAX_VALUE : sum; // both non-negative here: an overflow wraps below a
     }
 
     /** Unset, the loop cap is 16, or completionThreads when more are asked for at start. */
@@ -535,6 +577,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int tos = Addressing.DEFAULT_TOS;
         private boolean sharedReceiveQueue = true;
         private Integer sharedReceiveSlots;
+        private Long maxQueuedBytesPerConnection;
+        private Duration unwritableTimeout = Duration.ofSeconds(30);
 
         private Builder() {
         }
@@ -565,6 +609,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder tos(int v) { tos = v; return this; }
         public Builder sharedReceiveQueue(boolean v) { sharedReceiveQueue = v; return this; }
         public Builder sharedReceiveSlots(int v) { sharedReceiveSlots = v; return this; }
+        public Builder maxQueuedBytesPerConnection(long v) { maxQueuedBytesPerConnection = v; return this; }
+        public Builder unwritableTimeout(Duration v) { unwritableTimeout = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
@@ -575,7 +621,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
                     maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),
                     device, tos, sharedReceiveQueue, sharedReceiveSlots != null ? sharedReceiveSlots
-                            : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth));
+                            : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth),
+                    maxQueuedBytesPerConnection != null ? maxQueuedBytesPerConnection
+                            : defaultMaxQueuedBytesPerConnection(writeHighWaterMark, maxFrameSize),
+                    unwritableTimeout);
         }
     }
 }

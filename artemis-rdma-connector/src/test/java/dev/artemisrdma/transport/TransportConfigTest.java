@@ -117,6 +117,38 @@ class TransportConfigTest {
     }
 
     @Test
+    void sendFairnessBoundsHaveBrokerDefaultsAndNamedErrors() {
+        TransportConfig c = TransportConfig.defaults();
+        assertEquals((4L << 20) + 2 * (64L << 20), c.maxQueuedBytesPerConnection(),
+                "writeHighWaterMark + 2 x maxFrameSize");
+        assertEquals(Duration.ofSeconds(30), c.unwritableTimeout());
+        c = TransportConfig.fromMap(Map.of("writeHighWaterMark", "1m", "maxFrameSize", "4m"));
+        assertEquals((1L << 20) + (8L << 20), c.maxQueuedBytesPerConnection(), "derived from the keys it follows");
+        assertEquals(c.maxQueuedBytesPerConnection(), c.toBuilder().maxFrameSize(4 << 20).build()
+                .maxQueuedBytesPerConnection());
+        assertEquals((1L << 20) + (16L << 20), c.toBuilder().maxFrameSize(8 << 20).build()
+                .maxQueuedBytesPerConnection(), "toBuilder keeps it derived");
+        c = TransportConfig.fromMap(Map.of("maxQueuedBytesPerConnection", "512m", "unwritableTimeout", "0"));
+        assertEquals(512L << 20, c.maxQueuedBytesPerConnection());
+        assertEquals(Duration.ZERO, c.unwritableTimeout(), "0 waits for ever");
+        assertEquals(Long.MAX_VALUE, TransportConfig.fromMap(Map.of("writeHighWaterMark", Long.MAX_VALUE - 1))
+                .maxQueuedBytesPerConnection(), "the derived value saturates instead of wrapping");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxQueuedBytesPerConnection", "64m")));
+        assertTrue(e.getMessage().startsWith("maxQueuedBytesPerConnection: must be at least writeHighWaterMark"),
+                e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("maxQueuedBytesPerConnection", "9999999999g")));
+        assertTrue(e.getMessage().startsWith("maxQueuedBytesPerConnection"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("unwritableTimeout", "-5s")));
+        assertTrue(e.getMessage().startsWith("unwritableTimeout"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("unwritableTimeout", "PT10000000H")));
+        assertTrue(e.getMessage().startsWith("unwritableTimeout"), e.getMessage());
+    }
+
+    @Test
     void toBuilderKeepsDerivedValuesDerived() {
         TransportConfig c = TransportConfig.defaults().toBuilder().receiveSlots(2).sendQueueDepth(2).build();
         assertEquals(1, c.creditThreshold());
