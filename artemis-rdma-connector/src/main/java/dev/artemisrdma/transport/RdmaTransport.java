@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.ToLongFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
@@ -25,6 +26,7 @@ import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 
@@ -43,6 +45,16 @@ import dev.artemisrdma.transport.fabric.QueuePairSpec;
 public final class RdmaTransport implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter REJECTED = LogLimiter.site(LOG, Level.WARN, "rejected connections");
+    private static final LogLimiter OWN_QUEUE = LogLimiter.site(LOG, Level.INFO,
+            "connections that keep their own receive queue");
+    private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN,
+            "connections the acceptor refused with an error");
+    private static final LogLimiter DECLINED = LogLimiter.site(LOG, Level.INFO, "connections the acceptor refused");
+    private static final LogLimiter ACCEPT_FAILED = LogLimiter.site(LOG, Level.WARN, "accepts that failed");
+    private static final LogLimiter CONNECT_FAILED = LogLimiter.site(LOG, Level.WARN,
+            "connections whose handshake answer was wrong");
     private static final AtomicLong TRANSPORTS = new AtomicLong();
     /** Send buffer slabs entirely free for this long go back to the device. */
     static final long SLAB_IDLE_SECONDS = 30;
@@ -77,6 +89,7 @@ public final class RdmaTransport implements AutoCloseable {
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
         timer.scheduleWithFixedDelay(this::trimIdleSlabs, SLAB_IDLE_SECONDS, SLAB_IDLE_SECONDS, TimeUnit.SECONDS);
+        timer.scheduleWithFixedDelay(LogLimiter::flushAll, 1, 1, TimeUnit.SECONDS); // summaries of quiet sites
         fabric.addDeviceListener(deviceListener);
     }
 
@@ -205,7 +218,9 @@ public final class RdmaTransport implements AutoCloseable {
         } catch (Handshake.HandshakeException | FabricException e) {
             FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
                     + e.getMessage());
-            LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
+            if (CONNECT_FAILED.admit()) {
+                LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
+            }
             ch.failHandshake(why);
             throw why;
         }
@@ -219,8 +234,10 @@ public final class RdmaTransport implements AutoCloseable {
             peer = Handshake.decodeConnect(request.privateData());
         } catch (Handshake.HandshakeException e) {
             stats.protocolError();
-            LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
-                    describe(request.localAddress()), e.getMessage());
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
+                        describe(request.localAddress()), e.getMessage());
+            }
             request.reject(Handshake.encodeReject(e.getMessage()));
             return;
         }
@@ -231,9 +248,11 @@ public final class RdmaTransport implements AutoCloseable {
         String device = config.device();
         if (device != null && !device.equals(request.device().name())) {
             // a wildcard listener with a device named: rdma_cm listens on every device, we serve only the named one
-            LOG.warn("{}: rejected connection from {} to {}: it arrived on device {}, this endpoint serves device={} "
-                    + "only", name, describe(peerAddress), describe(request.localAddress()), request.device().name(),
-                    device);
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {} to {}: it arrived on device {}, this endpoint serves "
+                        + "device={} only", name, describe(peerAddress), describe(request.localAddress()),
+                        request.device().name(), device);
+            }
             request.reject(Handshake.encodeReject("this endpoint accepts connections on RDMA device " + device
                     + " only, this one arrived on " + request.device().name()));
             return;
@@ -243,14 +262,16 @@ public final class RdmaTransport implements AutoCloseable {
         try {
             ch.setPeer(peer);
         } catch (FabricException e) {
-            LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            }
             request.reject(Handshake.encodeReject(e.getMessage()));
             return;
         }
         if (config.sharedReceiveQueue()) {
             if (peer.acceptsCreditGrowth()) {
                 ch.shareReceives();
-            } else {
+            } else if (OWN_QUEUE.admit()) {
                 LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
                         + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
             }
@@ -259,12 +280,17 @@ public final class RdmaTransport implements AutoCloseable {
             ch.usePool(pool(request.device()));
             handler = acceptor.onAccepted(ch);
         } catch (RuntimeException | Error e) {
-            LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress), e.toString());
+            if (REFUSED.admit()) {
+                LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress),
+                        e.toString());
+            }
             request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
             return;
         }
         if (handler == null) {
-            LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+            if (DECLINED.admit()) {
+                LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+            }
             request.reject(Handshake.encodeReject("refused by the application"));
             return;
         }
@@ -278,7 +304,10 @@ public final class RdmaTransport implements AutoCloseable {
         } catch (FabricException | RuntimeException e) {
             deadline.cancel();
             ch.queuePairSetupEnded();
-            LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress), e.getMessage());
+            if (ACCEPT_FAILED.admit()) {
+                LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress),
+                        e.getMessage());
+            }
             try {
                 request.reject(Handshake.encodeReject("server cannot take the connection: " + e.getMessage()));
             } catch (RuntimeException ignored) {
