@@ -15,6 +15,7 @@ import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.api.core.SimpleString;
 import org.apache.activemq.artemis.api.core.management.CoreNotificationType;
@@ -32,6 +33,7 @@ import org.apache.activemq.artemis.spi.core.remoting.ServerConnectionLifeCycleLi
 import org.apache.activemq.artemis.utils.collections.TypedProperties;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 /**
  * Accepts RDMA connections for the broker and hands each to the CORE protocol manager (no protocol detection, no
@@ -44,6 +46,9 @@ import org.slf4j.LoggerFactory;
 final class RdmaAcceptor extends AbstractAcceptor {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
+    /** What a peer can make us log at will: LogLimiter.LINES lines per interval, then a summary. */
+    private static final LogLimiter REFUSED = LogLimiter.site(logger, Level.WARN,
+            "connections refused at the connection limit");
 
     private final String name;
     private final ClusterConnection clusterConnection;
@@ -123,9 +128,11 @@ final class RdmaAcceptor extends AbstractAcceptor {
     /** A channel passed the handshake; throwing refuses it, the message going to the peer as the reason. */
     private ChannelHandler accepted(RdmaChannel channel) {
         if (connectionsAllowed != -1 && connections.size() >= connectionsAllowed) {
-            logger.warn("RDMA acceptor '{}': refused a connection from {}: {}={} connections are open (raise it to"
-                    + " allow more)", name, channel.remoteAddress(), RdmaParameters.CONNECTIONS_ALLOWED,
-                    connectionsAllowed);
+            if (REFUSED.admit()) {
+                logger.warn("RDMA acceptor '{}': refused a connection from {}: {}={} connections are open (raise it to"
+                        + " allow more)", name, channel.remoteAddress(), RdmaParameters.CONNECTIONS_ALLOWED,
+                        connectionsAllowed);
+            }
             throw new IllegalStateException("connection limit of " + connectionsAllowed + " reached (raise "
                     + RdmaParameters.CONNECTIONS_ALLOWED + ")");
         }

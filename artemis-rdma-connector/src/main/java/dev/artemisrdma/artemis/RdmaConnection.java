@@ -17,6 +17,7 @@ import java.util.concurrent.locks.LockSupport;
 
 import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.SendBuffer;
 import io.netty.buffer.ByteBuf;
@@ -39,6 +40,7 @@ import org.apache.activemq.artemis.utils.SocketAddressUtil;
 import org.apache.activemq.artemis.utils.actors.OrderedExecutor;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 /**
  * An Artemis {@link Connection} over one {@link RdmaChannel}, on either side. Each {@code write} is one Core packet
@@ -55,6 +57,11 @@ import org.slf4j.LoggerFactory;
 final class RdmaConnection implements Connection, ChannelHandler {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter PACKET_FAILED = LogLimiter.site(logger, Level.WARN, "received packets that failed");
+    private static final LogLimiter BAD_FRAME = LogLimiter.site(logger, Level.ERROR, "malformed Core frames");
+    private static final LogLimiter REFUSED_PACKET = LogLimiter.site(logger, Level.ERROR,
+            "connections closed on a refused packet");
     private static final int LENGTH_FIELD = 4;
     /**
      * Core packets sent straight from registered memory, and packets that had to be copied into it first (encoded
@@ -130,7 +137,10 @@ final class RdmaConnection implements Connection, ChannelHandler {
             packet.readerIndex(LENGTH_FIELD);
             handler.bufferReceived(ch.id(), new ChannelBufferWrapper(packet));
         } catch (RuntimeException e) {
-            logger.warn("RDMA connection {} to {}: handling a received packet failed", ch.id(), ch.remoteAddress(), e);
+            if (PACKET_FAILED.admit()) {
+                logger.warn("RDMA connection {} to {}: handling a received packet failed", ch.id(),
+                        ch.remoteAddress(), e);
+            }
             ActiveMQException failure = new ActiveMQInternalErrorException(e.getMessage(), e);
             listener.connectionException(ch.id(), failure);
         } finally {
@@ -140,8 +150,11 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     private void failOnBadFrame(RdmaChannel ch, int size, ByteBuf packet) {
         String lengthField = size < LENGTH_FIELD ? "none" : Integer.toString(packet.getInt(0));
-        logger.error("RDMA connection {} to {}: received a {}-byte frame whose Core length field is {}, expected {};"
-                + " closing the connection", ch.id(), ch.remoteAddress(), size, lengthField, size - LENGTH_FIELD);
+        if (BAD_FRAME.admit()) {
+            logger.error("RDMA connection {} to {}: received a {}-byte frame whose Core length field is {}, "
+                    + "expected {}; closing the connection", ch.id(), ch.remoteAddress(), size, lengthField,
+                    size - LENGTH_FIELD);
+        }
         ch.forceClose();
         reportLost(ch, new FabricException("malformed Core frame from " + ch.remoteAddress()));
     }
@@ -263,11 +276,10 @@ final class RdmaConnection implements Connection, ChannelHandler {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
-        if (e instanceof FabricException) {
-            logger.error("RDMA connection {} to {}: {}; closing the connection", ch.id(), ch.remoteAddress(), reason);
-        } else {
+        if (REFUSED_PACKET.admit()) {
+            // our own refusals (FabricException) say all in their reason; anything else needs its stack trace
             logger.error("RDMA connection {} to {}: {}; closing the connection", ch.id(), ch.remoteAddress(), reason,
-                    e);
+                    e instanceof FabricException ? null : e);
         }
         Object id = ch.id();
         ActiveMQException failure = new ActiveMQInternalErrorException("RDMA connection " + id + " to "

@@ -5,9 +5,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
@@ -27,6 +29,14 @@ import dev.artemisrdma.transport.fabric.WcStatus;
 final class ChannelLifecycle {
 
     private static final Logger LOG = LoggerFactory.getLogger(ChannelLifecycle.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter NOT_RELEASED = LogLimiter.site(LOG, Level.INFO,
+            "channels not released within the close wait");
+    private static final LogLimiter CLOSE_TIMED_OUT = LogLimiter.site(LOG, Level.WARN, "orderly closes that timed out");
+    private static final LogLimiter FAILED = LogLimiter.site(LOG, Level.ERROR, "channels that failed");
+    private static final LogLimiter UNDRAINED = LogLimiter.site(LOG, Level.WARN,
+            "channels whose work did not complete after disconnect");
+    private static final LogLimiter ENDED = LogLimiter.site(LOG, Level.INFO, "connections closed or lost by the peer");
     private static final long DRAIN_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(5);
     /** How long a teardown caused by flushes alone waits for the disconnect event that explains them. */
     private static final long FLUSH_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
@@ -257,7 +267,7 @@ final class ChannelLifecycle {
             return;
         }
         try {
-            if (!closed.await(nanos, TimeUnit.NANOSECONDS)) {
+            if (!closed.await(nanos, TimeUnit.NANOSECONDS) && NOT_RELEASED.admit()) {
                 LOG.info("channel {} ({}): not released within {} ms; it finishes in the background", id,
                         describe(remote), TimeUnit.NANOSECONDS.toMillis(nanos));
             }
@@ -473,8 +483,10 @@ final class ChannelLifecycle {
         if (state == ChannelState.CLOSING && now - closeDeadline > 0) {
             String unsent = send.outboxEmpty() ? "no credit came back for the goodbye"
                     : send.outboxSize() + " frames unsent";
-            LOG.warn("channel {} ({}): orderly close timed out after closeTimeout ({} ms), {}; disconnecting", id,
-                    describe(remote), config.closeTimeout().toMillis(), unsent);
+            if (CLOSE_TIMED_OUT.admit()) {
+                LOG.warn("channel {} ({}): orderly close timed out after closeTimeout ({} ms), {}; disconnecting", id,
+                        describe(remote), config.closeTimeout().toMillis(), unsent);
+            }
             beginDisconnect(send.outboxEmpty() ? null : new FabricException("channel " + id
                     + ": close timed out with " + send.outboxSize() + " frames unsent to " + describe(remote)));
         }
@@ -487,7 +499,7 @@ final class ChannelLifecycle {
         }
         if (receive.remoteClosing()) {
             why = new FabricException("channel " + id + ": peer " + describe(remote) + " closed the connection", why);
-        } else {
+        } else if (FAILED.admit()) {
             LOG.error("{}", why.getMessage());
         }
         beginDisconnect(why);
@@ -524,9 +536,11 @@ final class ChannelLifecycle {
         }
         if (now - drainDeadline > 0) {
             drainTimedOut = true;
-            LOG.warn("channel {} ({}): {} receives and {} signaled sends did not complete after disconnect; "
-                    + "destroying the queue pair anyway", id, describe(remote), resources.receivesOutstanding(),
-                    send.signaledOutstanding());
+            if (UNDRAINED.admit()) {
+                LOG.warn("channel {} ({}): {} receives and {} signaled sends did not complete after disconnect; "
+                        + "destroying the queue pair anyway", id, describe(remote), resources.receivesOutstanding(),
+                        send.signaledOutstanding());
+            }
             return true;
         }
         return false;
@@ -570,7 +584,9 @@ final class ChannelLifecycle {
                 : "channel " + id + ": connection to " + describe(remote) + " lost: " + peerDisconnect);
         causeIsFlush = false;
         peerDisconnect = null;
-        LOG.info("{}", cause.getMessage());
+        if (ENDED.admit()) {
+            LOG.info("{}", cause.getMessage());
+        }
     }
 
     private static String describe(InetSocketAddress a) {

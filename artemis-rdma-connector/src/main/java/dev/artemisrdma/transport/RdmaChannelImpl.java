@@ -6,6 +6,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
@@ -13,6 +14,7 @@ import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
@@ -58,6 +60,13 @@ import dev.artemisrdma.transport.fabric.WcStatus;
 final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter NOT_PACKED = LogLimiter.site(LOG, Level.INFO,
+            "connections whose peer does not read packed SENDs");
+    private static final LogLimiter HANDSHAKE_EXPIRED = LogLimiter.site(LOG, Level.WARN,
+            "handshakes that passed their deadline");
+    private static final LogLimiter HANDLER_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "frames the handler failed on");
     /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
     static final long CLOSE_GRACE_NANOS = ChannelLifecycle.CLOSE_GRACE_NANOS;
 
@@ -184,7 +193,7 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel
         lock.lock();
         try {
             send.peer(peer);
-            if (!peer.readsPacked()) {
+            if (!peer.readsPacked() && NOT_PACKED.admit()) {
                 LOG.info("channel {} ({}): the peer does not read packed SENDs (an older artemis-rdma): small frames"
                         + " go one per SEND", id, describe(remote));
             }
@@ -386,7 +395,9 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel
         } finally {
             lock.unlock();
         }
-        LOG.warn("{}", why.getMessage());
+        if (HANDSHAKE_EXPIRED.admit()) {
+            LOG.warn("{}", why.getMessage());
+        }
         finishAbort(releasedHere);
         return true;
     }
@@ -798,8 +809,10 @@ final class RdmaChannelImpl implements RdmaChannel, ChannelMeasures, LoopChannel
         try {
             handler.onFrame(this, frame);
         } catch (RuntimeException | Error e) {
-            LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, describe(remote),
-                    frame.limit(), e);
+            if (HANDLER_FAILED.admit()) {
+                LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, describe(remote),
+                        frame.limit(), e);
+            }
         }
     }
 

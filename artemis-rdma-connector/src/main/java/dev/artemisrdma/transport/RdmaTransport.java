@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.ToLongFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
@@ -25,6 +26,7 @@ import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 
@@ -43,6 +45,18 @@ import dev.artemisrdma.transport.fabric.QueuePairSpec;
 public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter REJECTED = LogLimiter.site(LOG, Level.WARN, "rejected connections");
+    private static final LogLimiter OWN_QUEUE = LogLimiter.site(LOG, Level.INFO,
+            "connections that keep their own receive queue");
+    private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN,
+            "connections the acceptor refused with an error");
+    private static final LogLimiter DECLINED = LogLimiter.site(LOG, Level.INFO, "connections the acceptor refused");
+    private static final LogLimiter ACCEPT_FAILED = LogLimiter.site(LOG, Level.WARN, "accepts that failed");
+    private static final LogLimiter ASKED_TO_RETRY = LogLimiter.site(LOG, Level.INFO,
+            "connections asked to retry while receives are recalled");
+    private static final LogLimiter CONNECT_FAILED = LogLimiter.site(LOG, Level.WARN,
+            "connections whose handshake answer was wrong");
     private static final AtomicLong TRANSPORTS = new AtomicLong();
     /** Send buffer slabs entirely free for this long go back to the device. */
     static final long SLAB_IDLE_SECONDS = 30;
@@ -77,16 +91,21 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
         timer.scheduleWithFixedDelay(this::trimIdleSlabs, SLAB_IDLE_SECONDS, SLAB_IDLE_SECONDS, TimeUnit.SECONDS);
+        timer.scheduleWithFixedDelay(LogLimiter::flushAll, 1, 1, TimeUnit.SECONDS); // summaries of quiet sites
         fabric.addDeviceListener(deviceListener);
     }
 
     /** How long a lost device's connections get to release before its loops and memory are, at the latest. */
     static final long DEVICE_RELEASE_WAIT_MILLIS = 10_000;
     /**
-     * How long an accepted connection that finds every loop full waits for a shared pool's recall to free room before
-     * it is refused (peers answer a recall within a round trip or two).
+     * How long {@link #connect} goes on retrying a listener that refused it while a shared pool recalls idle grown
+     * windows ({@link RecallPending}): peers answer a recall within a round trip or two, and pools recall at most every
+     * 250 ms. Within {@code connectTimeout}.
      */
-    static final long RECALL_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    static final long RECALL_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** The first pause before such a retry; each further one doubles, up to {@link #RECALL_RETRY_PAUSE_MAX_MILLIS}. */
+    static final long RECALL_RETRY_PAUSE_MILLIS = 5;
+    static final long RECALL_RETRY_PAUSE_MAX_MILLIS = 80;
 
     /**
      * A device went away. Its connections fail through their own queue pair events; once they are released, the
@@ -171,12 +190,39 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         return server;
     }
 
-    /** Connects to a listening peer; blocks until established, refused or {@code connectTimeout} passed. */
+    /**
+     * Connects to a listening peer; blocks until established, refused or {@code connectTimeout} passed. A listener
+     * that refuses because its shared pools are recalling room ({@link RecallPending}) is asked again, for up to
+     * {@link #RECALL_RETRY_NANOS}: the listener never waits for the recall on its connection-manager thread.
+     */
     public RdmaChannel connect(InetSocketAddress remote, ChannelHandler handler) throws FabricException {
         checkOpen();
         if (handler == null) {
             throw new IllegalArgumentException("handler is required");
         }
+        long start = System.nanoTime();
+        long retryFor = Math.min(RECALL_RETRY_NANOS, config.connectTimeout().toNanos());
+        long pause = RECALL_RETRY_PAUSE_MILLIS;
+        while (true) {
+            try {
+                return connectOnce(remote, handler);
+            } catch (RecallPending e) {
+                if (System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(pause) - start > retryFor) {
+                    throw e;
+                }
+            }
+            try {
+                Thread.sleep(pause); // the caller's thread, which waits for the connection anyway
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new FabricException("connect to " + describe(remote) + " interrupted");
+            }
+            pause = Math.min(RECALL_RETRY_PAUSE_MAX_MILLIS, pause * 2);
+            checkOpen();
+        }
+    }
+
+    private RdmaChannel connectOnce(InetSocketAddress remote, ChannelHandler handler) throws FabricException {
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
         channels.add(ch);
         ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
@@ -188,8 +234,10 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             ch.queuePairSetupEnded();
             String reason = Handshake.decodeReject(e.rejectData());
             // not one of ours (no listener, or not our protocol there): the fabric's own words say more
-            FabricException why = new FabricException(Handshake.isOurReject(e.rejectData())
-                    ? "rejected by " + describe(remote) + ": " + reason : e.getMessage(), e);
+            String what = Handshake.isOurReject(e.rejectData()) ? "rejected by " + describe(remote) + ": " + reason
+                    : e.getMessage();
+            FabricException why = Handshake.isOurReject(e.rejectData()) && RecallPending.isReason(reason)
+                    ? new RecallPending(what, e) : new FabricException(what, e);
             ch.abortUnestablished(why, false);
             // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
@@ -205,7 +253,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         } catch (Handshake.HandshakeException | FabricException e) {
             FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
                     + e.getMessage());
-            LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
+            if (CONNECT_FAILED.admit()) {
+                LOG.warn("{}: connection {}: {}", name, ch.id(), why.getMessage());
+            }
             ch.failHandshake(why);
             throw why;
         }
@@ -219,8 +269,10 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             peer = Handshake.decodeConnect(request.privateData());
         } catch (Handshake.HandshakeException e) {
             stats.protocolError();
-            LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
-                    describe(request.localAddress()), e.getMessage());
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {} to {}: {}", name, describe(peerAddress),
+                        describe(request.localAddress()), e.getMessage());
+            }
             request.reject(Handshake.encodeReject(e.getMessage()));
             return;
         }
@@ -231,9 +283,11 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         String device = config.device();
         if (device != null && !device.equals(request.device().name())) {
             // a wildcard listener with a device named: rdma_cm listens on every device, we serve only the named one
-            LOG.warn("{}: rejected connection from {} to {}: it arrived on device {}, this endpoint serves device={} "
-                    + "only", name, describe(peerAddress), describe(request.localAddress()), request.device().name(),
-                    device);
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {} to {}: it arrived on device {}, this endpoint serves "
+                        + "device={} only", name, describe(peerAddress), describe(request.localAddress()),
+                        request.device().name(), device);
+            }
             request.reject(Handshake.encodeReject("this endpoint accepts connections on RDMA device " + device
                     + " only, this one arrived on " + request.device().name()));
             return;
@@ -243,14 +297,16 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         try {
             ch.setPeer(peer);
         } catch (FabricException e) {
-            LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+            }
             request.reject(Handshake.encodeReject(e.getMessage()));
             return;
         }
         if (config.sharedReceiveQueue()) {
             if (peer.acceptsCreditGrowth()) {
                 ch.shareReceives();
-            } else {
+            } else if (OWN_QUEUE.admit()) {
                 LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
                         + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
             }
@@ -259,12 +315,17 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             ch.usePool(pool(request.device()));
             handler = acceptor.onAccepted(ch);
         } catch (RuntimeException | Error e) {
-            LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress), e.toString());
+            if (REFUSED.admit()) {
+                LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress),
+                        e.toString());
+            }
             request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
             return;
         }
         if (handler == null) {
-            LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+            if (DECLINED.admit()) {
+                LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+            }
             request.reject(Handshake.encodeReject("refused by the application"));
             return;
         }
@@ -278,9 +339,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         } catch (FabricException | RuntimeException e) {
             deadline.cancel();
             ch.queuePairSetupEnded();
-            LOG.warn("{}: accepting {} from {} failed: {}", name, ch.id(), describe(peerAddress), e.getMessage());
+            boolean retry = RecallPending.isCause(e);
+            if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
+                LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name, ch.id(),
+                        describe(peerAddress), e.getMessage());
+            }
             try {
-                request.reject(Handshake.encodeReject("server cannot take the connection: " + e.getMessage()));
+                request.reject(Handshake.encodeReject(retry ? RecallPending.reason(e)
+                        : "server cannot take the connection: " + e.getMessage()));
             } catch (RuntimeException ignored) {
                 // the request may already be consumed by the failed accept
             }
@@ -364,43 +430,55 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 return addLoop(res, channel, entries);
             }
         }
-        found = awaitRecalledRoom(res, channel, entries);
-        if (found != null) {
-            return found;
+        if (channel.sharesReceives() && res.recallUnderWay()) {
+            // every loop is full, but a shared pool is recalling idle grown windows (the refusal that brought us here
+            // asked for it): their peers give credits back within a round trip or two. Nothing waits for that on the
+            // connection-manager thread: the peer is refused now and asked to retry (connect does, for a second).
+            throw new RecallPending("all " + res.loops.size() + " loops are full on " + device.name()
+                    + "; idle receives are being recalled");
         }
         throw new FabricException("completion loop limit (raise maxCompletionLoops) reached on " + device.name()
                 + ": all " + res.loops.size() + " loops are full");
     }
 
     /**
-     * Every loop is full, but a shared pool is recalling idle grown windows (the refusal that brought us here may have
-     * asked for it): their peers give credits back within a round trip or two, so look again for up to
-     * {@link #RECALL_WAIT_NANOS} before refusing. Only in this case, and outside the device's lock.
+     * A refusal that asks the peer to retry at once: every completion loop is full while a shared pool recalls idle
+     * grown windows. The listener raises it, the reject carries it ({@link #PREFIX}), and {@link #connect} retries.
      */
-    private CompletionLoop.Assignment awaitRecalledRoom(DeviceResources res, LoopChannel channel, int entries)
-            throws FabricException {
-        long start = System.nanoTime();
-        // a wait that found no room (the grown windows are busy) is not repeated for a second: a storm of connection
-        // requests must not hold the connection-manager thread 200 ms each
-        if (!channel.sharesReceives() || start - res.lastFutileRecallWait < TimeUnit.SECONDS.toNanos(1)) {
-            return null;
+    static final class RecallPending extends FabricException {
+
+        /** How the reject reason starts; an older peer reads the rest as any refusal ('loops are full'). */
+        static final String PREFIX = "retry soon: ";
+
+        RecallPending(String message) {
+            super(message);
         }
-        long deadline = start + RECALL_WAIT_NANOS;
-        while (res.recallUnderWay() && System.nanoTime() - deadline < 0) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return null;
-            }
-            checkOpen();
-            CompletionLoop.Assignment found = res.tryAssign(channel, entries);
-            if (found != null) {
-                return found;
-            }
+
+        RecallPending(String message, Throwable cause) {
+            super(message, cause);
         }
-        res.lastFutileRecallWait = System.nanoTime();
-        return null;
+
+        static boolean isReason(String rejectReason) {
+            return rejectReason.startsWith(PREFIX);
+        }
+
+        static boolean isCause(Throwable t) {
+            for (Throwable c = t; c != null; c = c.getCause()) {
+                if (c instanceof RecallPending) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /** The reject reason for {@code t}, a {@link #isCause} one. */
+        static String reason(Throwable t) {
+            Throwable c = t;
+            while (!(c instanceof RecallPending)) {
+                c = c.getCause();
+            }
+            return PREFIX + c.getMessage();
+        }
     }
 
     /** Adds a loop (thread, queue) on the device for {@code channel}; under the device's lock. */
@@ -589,8 +667,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         final List<CompletionLoop> loops = new CopyOnWriteArrayList<>();
         /** Every loop made here, in service or not: their statistics stay in the totals. */
         final List<CompletionLoop> allLoops = new CopyOnWriteArrayList<>();
-        /** When a connection last waited for a recall in vain (see awaitRecalledRoom). */
-        volatile long lastFutileRecallWait = System.nanoTime() - TimeUnit.SECONDS.toNanos(1);
         final SpinBudget spinBudget;
         private int loopsMade;
 

@@ -213,7 +213,7 @@ final class SharedReceivePool implements AutoCloseable {
         if (closed || committed + minimum > slots) {
             admissionsRefused++;
             wantRecall("an admission found no room");
-            recallUrgent = recallWanted; // a connection waits for it (RdmaTransport#awaitRecalledRoom)
+            recallUrgent = recallWanted; // a refused connection retries soon (RdmaTransport.RecallPending)
             return null;
         }
         Allocation a = new Allocation();

@@ -150,6 +150,8 @@ public final class FakeFabric implements Fabric {
     final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     volatile boolean receivesPolledBeforeDestroy;
     volatile boolean stallHandshakes;
+    /** The longest a listener's handler held the connection-manager thread with one request (rdma_cm's thread). */
+    final java.util.concurrent.atomic.AtomicLong longestRequestNanos = new java.util.concurrent.atomic.AtomicLong();
     volatile boolean holdPassiveEstablished;
     final AtomicInteger establishedByPeer = new AtomicInteger();
     final List<Runnable> heldEstablished = new ArrayList<>();
@@ -539,11 +541,13 @@ public final class FakeFabric implements Fabric {
         setup.prepare(qp);
         FakeRequest req = new FakeRequest(this, l, qp, options.privateData().clone());
         cm.execute(() -> {
+            long began = System.nanoTime();
             try {
                 l.handler.onConnectionRequest(req);
             } catch (RuntimeException e) {
                 req.rejectIfUndecided();
             }
+            longestRequestNanos.accumulateAndGet(System.nanoTime() - began, Math::max);
             if (req.undecided()) {
                 violation("connection request from " + local + " neither accepted nor rejected");
                 req.rejectIfUndecided();

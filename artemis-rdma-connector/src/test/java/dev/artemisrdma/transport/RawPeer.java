@@ -96,13 +96,26 @@ final class RawPeer implements AutoCloseable {
     /** Sends one SEND: an 8-byte header, then {@code payload}; waits for a credit first unless {@code ignoreCredits}. */
     void send(int flags, int creditsReturned, int lengthOrOffset, byte[] payload, boolean ignoreCredits)
             throws Exception {
+        send(flags, 0, creditsReturned, lengthOrOffset, payload, ignoreCredits);
+    }
+
+    /** One whole frame of {@code size} bytes that asks for more credit (HINT_CREDIT_WANTED), returning what it owes. */
+    void sendWantingCredit(int size) throws Exception {
+        int give = Math.min(owed, FrameHeader.MAX_CREDITS);
+        owed -= give;
+        send(FrameHeader.FIRST | FrameHeader.LAST, FrameHeader.HINT_CREDIT_WANTED, give, size, new byte[size], false);
+    }
+
+    /** {@link #send(int, int, int, byte[], boolean)} with the header's {@code hints}. */
+    void send(int flags, int hints, int creditsReturned, int lengthOrOffset, byte[] payload, boolean ignoreCredits)
+            throws Exception {
         if (!ignoreCredits) {
             awaitCredit();
             credits--;
         }
         int at = RECEIVES * SLOT;
         ByteBuffer area = memory.buffer();
-        FrameHeader.write(area, at, flags, creditsReturned, lengthOrOffset);
+        FrameHeader.write(area, at, flags, hints, creditsReturned, lengthOrOffset);
         area.position(at + FrameHeader.LENGTH);
         area.put(payload);
         SendList list = new SendList(1, 1);

@@ -2,6 +2,7 @@ package dev.artemisrdma.transport.fabric;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -21,6 +22,9 @@ import java.util.function.Consumer;
 public final class DeviceEventRouter {
 
     private static final Logger LOG = LoggerFactory.getLogger(DeviceEventRouter.class);
+    /** A peer can make its queue pairs fail at will (QP_REQ_ERR, QP_ACCESS_ERR): limited, summarised. */
+    private static final LogLimiter QUEUE_PAIR_FAILED = LogLimiter.site(LOG, Level.WARN,
+            "queue pairs that went to error");
 
     private record Entry(QueuePair queuePair, String device, int port, QueuePairEvents events) {
     }
@@ -67,7 +71,9 @@ public final class DeviceEventRouter {
                 int n = fail(e -> e.device.equals(event.device()) && e.queuePair.qpNumber() == event.qpNumber(),
                         "queue pair " + event.qpNumber() + " on RDMA device " + event.device() + " went to error ("
                                 + event.name() + ")");
-                LOG.warn("{}: failed {} connection(s)", event, n);
+                if (QUEUE_PAIR_FAILED.admit()) {
+                    LOG.warn("{}: failed {} connection(s)", event, n);
+                }
                 return n;
             }
             case PORT_UP -> {

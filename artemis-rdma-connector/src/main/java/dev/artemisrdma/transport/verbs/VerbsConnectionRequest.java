@@ -4,15 +4,22 @@ import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import java.net.InetSocketAddress;
 
 /** A CONNECT_REQUEST: a new rdma_cm id we own until we accept (it becomes a queue pair) or reject (destroyed). */
 final class VerbsConnectionRequest implements ConnectionRequest {
+
+    private static final Logger LOG = LoggerFactory.getLogger(VerbsConnectionRequest.class);
+    private static final LogLimiter REJECT_FAILED = LogLimiter.site(LOG, Level.WARN, "rejects that failed");
 
     private final VerbsFabric fabric;
     private final RdmaCmId id;
@@ -95,8 +102,9 @@ final class VerbsConnectionRequest implements ConnectionRequest {
         try {
             id.reject(reason == null ? new byte[0] : reason);
         } catch (VerbsException e) {
-            org.slf4j.LoggerFactory.getLogger(VerbsConnectionRequest.class).warn(
-                    "rejecting the connection from {}: {}", peerAddress(), e.getMessage());
+            if (REJECT_FAILED.admit()) {
+                LOG.warn("rejecting the connection from {}: {}", peerAddress(), e.getMessage());
+            }
         } finally {
             id.close();
         }

@@ -69,7 +69,7 @@ public final class VerbsFabric implements Fabric {
     private static final int IDLE_RESCAN_MILLIS = 5_000;
     /** The device rescan's period while a removal, a lost device or a deferred destroy is under way. */
     private static final int BUSY_RESCAN_MILLIS = 1_000;
-    /** Back-off after a failed read of device events. */
+    /** Back-off after poll(2) on the device event fds failed. */
     private static final int RETRY_MILLIS = 100;
 
     private final RdmaDevices devices;
@@ -363,28 +363,24 @@ public final class VerbsFabric implements Fabric {
     private void dispatchAsyncEvents() {
         long nextScan = System.nanoTime();
         while (!closed) {
-            try {
-                long untilScan = Math.max(0, TimeUnit.NANOSECONDS.toMillis(nextScan - System.nanoTime()));
-                for (IbvAsyncEvent event : asyncEvents.poll((int) Math.min(IDLE_RESCAN_MILLIS, untilScan))) {
-                    onAsyncEvent(event);
-                }
-                long now = System.nanoTime();
-                if (closed) {
-                    break;
-                }
-                if (now - nextScan >= 0) {
-                    refreshDevices();
-                    runDeferred(false);
-                    nextScan = now + TimeUnit.MILLISECONDS.toNanos(underWay() ? BUSY_RESCAN_MILLIS
-                            : IDLE_RESCAN_MILLIS);
-                } else if (nextScan - now > TimeUnit.MILLISECONDS.toNanos(BUSY_RESCAN_MILLIS) && underWay()) {
-                    nextScan = now + TimeUnit.MILLISECONDS.toNanos(BUSY_RESCAN_MILLIS); // woken: one started
-                }
-            } catch (VerbsException | RuntimeException e) {
-                if (!closed) {
-                    LOG.warn("reading device events: {}", e.toString());
-                    sleepQuietly(RETRY_MILLIS);
-                }
+            long untilScan = Math.max(0, TimeUnit.NANOSECONDS.toMillis(nextScan - System.nanoTime()));
+            // each part on its own (AsyncEventRound): a device whose read fails, an event whose handling fails or a
+            // failed rescan costs only itself; the others' events, the rescan and the deferred destroys go on
+            boolean polled = AsyncEventRound.readAndDispatch(asyncEvents::poll,
+                    (int) Math.min(IDLE_RESCAN_MILLIS, untilScan), this::onAsyncEvent);
+            long now = System.nanoTime();
+            if (closed) {
+                break;
+            }
+            if (now - nextScan >= 0) {
+                AsyncEventRound.contained("rescanning the RDMA devices", this::refreshDevices);
+                AsyncEventRound.contained("destroying what waited for a port", () -> runDeferred(false));
+                nextScan = now + TimeUnit.MILLISECONDS.toNanos(underWay() ? BUSY_RESCAN_MILLIS : IDLE_RESCAN_MILLIS);
+            } else if (nextScan - now > TimeUnit.MILLISECONDS.toNanos(BUSY_RESCAN_MILLIS) && underWay()) {
+                nextScan = now + TimeUnit.MILLISECONDS.toNanos(BUSY_RESCAN_MILLIS); // woken: one started
+            }
+            if (!polled) {
+                sleepQuietly(RETRY_MILLIS); // poll(2) itself failed: it would fail again at once
             }
         }
     }

@@ -8,6 +8,7 @@ import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
 import dev.artemisrdma.verbs.Errno;
@@ -15,6 +16,7 @@ import dev.artemisrdma.verbs.RdmaCmId;
 import dev.artemisrdma.verbs.VerbsException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import java.net.InetSocketAddress;
 
@@ -22,6 +24,9 @@ import java.net.InetSocketAddress;
 final class VerbsListener implements FabricListener {
 
     private static final Logger LOG = LoggerFactory.getLogger(VerbsListener.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN, "connection requests refused unread");
+    private static final LogLimiter FAILED = LogLimiter.site(LOG, Level.WARN, "connection requests that failed");
     private static final int BACKLOG = 128;
 
     private final VerbsFabric fabric;
@@ -144,7 +149,9 @@ final class VerbsListener implements FabricListener {
         try {
             request = new VerbsConnectionRequest(fabric, requestId, event.privateData());
         } catch (FabricException e) {
-            LOG.warn("refusing a connection request on {}: {}", localAddress, e.getMessage());
+            if (REFUSED.admit()) {
+                LOG.warn("refusing a connection request on {}: {}", localAddress, e.getMessage());
+            }
             try {
                 requestId.reject(new byte[0]);
             } catch (VerbsException | RuntimeException ignored) {
@@ -156,8 +163,10 @@ final class VerbsListener implements FabricListener {
         try {
             handler.onConnectionRequest(request);
         } catch (RuntimeException e) {
-            LOG.warn("connection request from {} on {} failed: {}", request.peerAddress(), localAddress,
-                    e.toString());
+            if (FAILED.admit()) {
+                LOG.warn("connection request from {} on {} failed: {}", request.peerAddress(), localAddress,
+                        e.toString());
+            }
         } finally {
             request.rejectIfUndecided();
         }

@@ -3,6 +3,7 @@ package dev.artemisrdma.transport.verbs;
 import dev.artemisrdma.transport.fabric.DeviceEventRouter;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
@@ -20,6 +21,7 @@ import dev.artemisrdma.verbs.SendRequests;
 import dev.artemisrdma.verbs.VerbsException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import java.net.InetSocketAddress;
 
@@ -31,6 +33,8 @@ import java.net.InetSocketAddress;
 final class VerbsQueuePair implements QueuePair {
 
     private static final Logger LOG = LoggerFactory.getLogger(VerbsQueuePair.class);
+    private static final LogLimiter NOTIFY_FAILED = LogLimiter.site(LOG, Level.WARN,
+            "queue pairs that rdma_notify failed on");
 
     private final VerbsFabric fabric;
     private final RdmaCmId id;
@@ -199,8 +203,10 @@ final class VerbsQueuePair implements QueuePair {
         } catch (VerbsException e) {
             // the connection works either way: rdma_cm may still see the RTU, or give the connection up later, and
             // then it fails as any lost connection does
-            LOG.warn("queue pair {} to {}: {}; the connection goes on", qp.qpNumber(), describePeer(),
-                    e.getMessage());
+            if (NOTIFY_FAILED.admit()) {
+                LOG.warn("queue pair {} to {}: {}; the connection goes on", qp.qpNumber(), describePeer(),
+                        e.getMessage());
+            }
         }
     }
 

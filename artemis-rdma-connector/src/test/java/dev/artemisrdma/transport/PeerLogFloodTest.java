@@ -1,0 +1,102 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogCapture;
+import dev.artemisrdma.transport.fabric.LogLimiter;
+
+/**
+ * A flood of bad peers writes at most {@link LogLimiter#LINES} lines per log site and interval (plus a summary), not
+ * one a peer: each case below used to log a line per connection. A flood that takes less than an interval meets at
+ * most two of them (the sites are shared with the tests before), so at most {@link #BOUND} lines.
+ */
+class PeerLogFloodTest {
+
+    private static final int FLOOD = 5 * LogLimiter.LINES;
+    private static final int BOUND = 2 * LogLimiter.LINES;
+
+    private static void assertBounded(long lines, long peers, String what) {
+        assertTrue(lines <= BOUND, lines + " lines for " + peers + " " + what);
+    }
+
+    @Test
+    void badHandshakesAreRejectedEachButLoggedAtMostTheLimit() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, TransportConfig.defaults());
+             LogCapture log = new LogCapture()) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            for (int i = 0; i < FLOOD; i++) {
+                assertThrows(FabricException.class, () -> RawPeer.connect(fabric, s.localAddress(),
+                        new byte[] {1, 2, 3, 4}));
+            }
+            assertEquals(FLOOD, s.stats().protocolErrors(), "every bad handshake was rejected");
+            assertBounded(log.count("rejected connection from"), FLOOD, "bad handshakes");
+        } finally {
+            fabric.close();
+        }
+    }
+
+    @Test
+    void refusalsByTheAcceptorAreLoggedAtMostTheLimit() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig config = TransportConfig.builder().busyPollMicros(0).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, config);
+             RdmaTransport client = RdmaTransport.create(fabric, config);
+             LogCapture log = new LogCapture()) {
+            RdmaServer declining = server.listen(Peers.serverAddress(), ch -> null);
+            RdmaServer failing = server.listen(Peers.serverAddress(), ch -> {
+                throw new IllegalStateException("connection limit reached");
+            });
+            for (int i = 0; i < FLOOD; i++) {
+                assertThrows(FabricException.class, () -> client.connect(declining.localAddress(),
+                        new Peers.Recorder()));
+                assertThrows(FabricException.class, () -> client.connect(failing.localAddress(),
+                        new Peers.Recorder()));
+            }
+            long failed = log.count("refused by the acceptor:");
+            assertBounded(log.count("refused by the acceptor") - failed, FLOOD, "refusals");
+            assertBounded(failed, FLOOD, "refusals with an error");
+        } finally {
+            fabric.close();
+        }
+    }
+
+    @Test
+    void handshakesThatNeverCompleteAreLoggedAtMostTheLimit() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig serverConfig = TransportConfig.builder().busyPollMicros(0)
+                .handshakeTimeout(Duration.ofMillis(50)).build();
+        TransportConfig clientConfig = TransportConfig.builder().busyPollMicros(0)
+                .connectTimeout(Duration.ofSeconds(2)).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, clientConfig);
+             LogCapture log = new LogCapture()) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            List<Thread> stalled = new ArrayList<>();
+            for (int i = 0; i < FLOOD; i++) {
+                Thread t = new Thread(() -> assertThrows(FabricException.class,
+                        () -> client.connect(s.localAddress(), new Peers.Recorder())));
+                stalled.add(t);
+                t.start();
+            }
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("every stalled handshake released", 10_000, () -> server.channelCount() == 0);
+            long expired = s.stats().accepted();
+            assertTrue(expired > BOUND, "requests accepted, then expired: " + expired);
+            assertBounded(log.count("did not complete its handshake within"), expired, "stalled handshakes");
+        } finally {
+            fabric.close();
+        }
+    }
+}
