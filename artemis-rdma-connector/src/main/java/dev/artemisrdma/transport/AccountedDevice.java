@@ -1,13 +1,14 @@
 package dev.artemisrdma.transport;
 
+import java.nio.ByteBuffer;
+import java.util.concurrent.atomic.AtomicLong;
+
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.DeviceLimits;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
-import java.nio.ByteBuffer;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A device as one transport sees it: every registration (connection memory, send buffer slabs, large frames) is

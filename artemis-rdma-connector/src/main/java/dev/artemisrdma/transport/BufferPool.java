@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricDevice;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 
 /**
  * Send buffers in registered memory for one device, in power-of-two size classes from 256 bytes to 1 MiB. Each

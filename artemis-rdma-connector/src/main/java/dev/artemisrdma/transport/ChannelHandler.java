@@ -1,7 +1,8 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import java.nio.ByteBuffer;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /** Receives the events of one channel, on its completion-loop thread. */
 public interface ChannelHandler {

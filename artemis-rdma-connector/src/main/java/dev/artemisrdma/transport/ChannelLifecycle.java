@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetSocketAddress;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
  * A channel's lifecycle: its {@link ChannelState} and every fact its teardown decides on (a close asked for, the

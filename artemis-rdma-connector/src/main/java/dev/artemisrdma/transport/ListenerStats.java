@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
+import java.util.concurrent.atomic.LongAdder;
+
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.ForwardingConnectionRequest;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
-import java.util.concurrent.atomic.LongAdder;
 
 /**
  * What happened to the connection requests that reached one {@link RdmaServer}: accepted, refused (for any reason:

@@ -1,8 +1,9 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import java.nio.ByteBuffer;
 import java.util.function.Consumer;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * The payload of a {@link FrameHeader#PACKED} SEND: several whole frames, each a 4-byte big-endian length followed

@@ -1,8 +1,9 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import java.nio.ByteBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
+
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 
 /**
  * A send buffer carved from a registered slab (or, for very large frames, a registration of its own). While a

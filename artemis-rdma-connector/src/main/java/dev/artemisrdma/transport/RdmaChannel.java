@@ -1,8 +1,9 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * One connection of the transport: an ordered, reliable, message-preserving channel. Each {@link #write} is one

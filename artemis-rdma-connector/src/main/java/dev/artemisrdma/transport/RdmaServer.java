@@ -1,7 +1,8 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricListener;
 import java.net.InetSocketAddress;
+
+import dev.artemisrdma.transport.fabric.FabricListener;
 
 /** A listening endpoint of an {@link RdmaTransport}. Closing it stops new connections; accepted ones live on. */
 public final class RdmaServer implements AutoCloseable {

@@ -1,17 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.ConnectOptions;
-import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
-import dev.artemisrdma.transport.fabric.ConnectionRequest;
-import dev.artemisrdma.transport.fabric.ConnectionSetup;
-import dev.artemisrdma.transport.fabric.DeviceListener;
-import dev.artemisrdma.transport.fabric.Fabric;
-import dev.artemisrdma.transport.fabric.Endpoints;
-import dev.artemisrdma.transport.fabric.FabricDevice;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.FabricListener;
-import dev.artemisrdma.transport.fabric.QueuePair;
-import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,6 +14,19 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.ToLongFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionRequest;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.Endpoints;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
 
 /**
  * The RDMA transport: reliable, ordered, message-preserving channels over RC queue pairs of a {@link Fabric},

@@ -1,7 +1,8 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import java.nio.ByteBuffer;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * Puts fragmented frames back together. A frame of one fragment is handed on as the receive slot itself (no

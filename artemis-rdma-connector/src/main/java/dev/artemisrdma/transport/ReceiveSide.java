@@ -1,14 +1,15 @@
 package dev.artemisrdma.transport;
 
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.fabric.WcStatus;
-import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
-import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 
 /**
  * The receive side of one channel: its receive slots, reassembly of fragmented frames, delivery to the handler, and

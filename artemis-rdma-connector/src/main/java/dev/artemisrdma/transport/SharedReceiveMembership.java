@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport;
 
+
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 

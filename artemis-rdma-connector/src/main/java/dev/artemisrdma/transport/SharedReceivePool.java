@@ -1,15 +1,16 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricDevice;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.RecvList;
-import dev.artemisrdma.transport.fabric.RegisteredMemory;
-import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 
 /**
  * One completion loop's shared receive queue, the registered slots its receives point into, and the receive credits

@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.Addressing;
 import java.time.Duration;
 import java.time.format.DateTimeParseException;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
+
+import dev.artemisrdma.transport.fabric.Addressing;
 
 /**
  * Settings of the RDMA transport. Every value is validated here, so the rest of the transport can trust it.

@@ -1,8 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.Addressing;
-import dev.artemisrdma.transport.fabric.AddressingException;
-import dev.artemisrdma.transport.fabric.ConnectOptions;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -14,6 +11,10 @@ import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.Addressing;
+import dev.artemisrdma.transport.fabric.AddressingException;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
 
 /** The device= and tos= keys: parsing, validation, and what a fabric does with a device it does not have. */
 class AddressingTest {

@@ -1,15 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.CompletionQueue;
-import dev.artemisrdma.transport.fabric.ConnectOptions;
-import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
-import dev.artemisrdma.transport.fabric.ConnectionSetup;
-import dev.artemisrdma.transport.fabric.FabricDevice;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.FabricListener;
-import dev.artemisrdma.transport.fabric.QueuePair;
-import dev.artemisrdma.transport.fabric.QueuePairSpec;
-import dev.artemisrdma.transport.fabric.WcStatus;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -23,6 +13,17 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.WcStatus;
 
 /** Handshake refusals, errors, disconnects and closes, each with its cause and a clean release. */
 class ChannelFailureTest {

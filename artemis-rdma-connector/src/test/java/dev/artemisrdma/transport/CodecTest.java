@@ -1,6 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -8,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 class CodecTest {
 

@@ -1,6 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -9,6 +8,8 @@ import java.util.List;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * The completion loop's spin/block policy on the fake fabric: what it did is read from its counters, never from a

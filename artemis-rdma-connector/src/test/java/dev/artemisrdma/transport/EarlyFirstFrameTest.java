@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * The passive side hears rdma_cm's ESTABLISHED only once the peer's RTU is processed, but the peer sends as soon as

@@ -8,15 +8,16 @@
  */
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.CompletionQueue;
-import dev.artemisrdma.transport.fabric.Completions;
-import dev.artemisrdma.transport.fabric.FabricException;
 import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Condition;
+
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricException;
 
 final class FakeCq implements CompletionQueue {
     /** A completion waiting in the queue. */

@@ -1,26 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.Addressing;
-import dev.artemisrdma.transport.fabric.AddressingException;
-import dev.artemisrdma.transport.fabric.Completions;
-import dev.artemisrdma.transport.fabric.ConnectOptions;
-import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
-import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
-import dev.artemisrdma.transport.fabric.ConnectionSetup;
-import dev.artemisrdma.transport.fabric.DeviceEvent;
-import dev.artemisrdma.transport.fabric.DeviceEventRouter;
-import dev.artemisrdma.transport.fabric.DeviceListener;
-import dev.artemisrdma.transport.fabric.Fabric;
-import dev.artemisrdma.transport.fabric.FabricDevice;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.FabricListener;
-import dev.artemisrdma.transport.fabric.PartialPostException;
-import dev.artemisrdma.transport.fabric.QueuePair;
-import dev.artemisrdma.transport.fabric.QueuePairCaps;
-import dev.artemisrdma.transport.fabric.QueuePairEvents;
-import dev.artemisrdma.transport.fabric.QueuePairSpec;
-import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
-import dev.artemisrdma.transport.fabric.WcStatus;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
@@ -44,6 +23,27 @@ import java.util.concurrent.locks.ReentrantLock;
 
 import dev.artemisrdma.transport.FakeCq.Cqe;
 import dev.artemisrdma.transport.FakeQp.QpState;
+import dev.artemisrdma.transport.fabric.Addressing;
+import dev.artemisrdma.transport.fabric.AddressingException;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectOptions;
+import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
+import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.DeviceEvent;
+import dev.artemisrdma.transport.fabric.DeviceEventRouter;
+import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
+import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
  * An in-memory {@link Fabric} that enforces the rules of real verbs and rdma_cm, so the transport protocol can be

@@ -5,12 +5,13 @@
  */
 package dev.artemisrdma.transport;
 
+import java.net.InetSocketAddress;
+
 import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
-import java.net.InetSocketAddress;
 
 final class FakeListener implements FabricListener {
     private final FakeFabric fabric;

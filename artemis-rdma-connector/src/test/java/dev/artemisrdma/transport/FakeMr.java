@@ -8,8 +8,9 @@
  */
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import java.nio.ByteBuffer;
+
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
 
 final class FakeMr implements RegisteredMemory {
     private final FakeFabric fabric;

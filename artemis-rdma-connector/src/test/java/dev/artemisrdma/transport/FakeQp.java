@@ -8,6 +8,7 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.FakeCq.Cqe;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -18,7 +19,6 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.fabric.WcStatus;
-import dev.artemisrdma.transport.FakeCq.Cqe;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;

@@ -7,6 +7,7 @@
  */
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.FakeQp.QpState;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
@@ -14,7 +15,6 @@ import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
-import dev.artemisrdma.transport.FakeQp.QpState;
 
 import java.net.InetSocketAddress;
 import java.util.concurrent.locks.Condition;

@@ -7,13 +7,14 @@
  */
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.RecvList;
-import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 
 final class FakeSrq implements SharedReceiveQueue {
     private final FakeFabric fabric;

@@ -1,12 +1,13 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * A server transport on a fake fabric that hostile {@link RawPeer}s attack, plus a well-behaved client transport to

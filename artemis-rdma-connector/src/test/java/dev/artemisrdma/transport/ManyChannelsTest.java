@@ -1,6 +1,5 @@
 package dev.artemisrdma.transport;
 
-import dev.artemisrdma.transport.fabric.FabricException;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -12,6 +11,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /** Many channels over shared completion queues and loops; greetings written before the channel is established. */
 class ManyChannelsTest {

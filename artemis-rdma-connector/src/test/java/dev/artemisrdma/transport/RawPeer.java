@@ -1,5 +1,9 @@
 package dev.artemisrdma.transport;
 
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
@@ -13,9 +17,6 @@ import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.fabric.WcStatus;
-import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
-import java.time.Duration;
 
 /**
  * A hostile peer for tests: it speaks raw verbs through the fabric (its own completion queue, memory and queue

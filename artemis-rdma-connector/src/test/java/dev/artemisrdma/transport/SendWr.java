@@ -5,6 +5,7 @@
  */
 package dev.artemisrdma.transport;
 
+
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.SendList;
 

@@ -6,8 +6,8 @@ import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.SendList;
-import dev.artemisrdma.transport.verbs.VerbsFabric;
 import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 

@@ -4,11 +4,10 @@ import dev.artemisrdma.transport.fabric.AddressingException;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
-import dev.artemisrdma.transport.fabric.Endpoints;
-
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.Errno;
 import dev.artemisrdma.verbs.RdmaCmId;

@@ -9,7 +9,6 @@ import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
-
 import dev.artemisrdma.verbs.IbvCompletionQueue;
 import dev.artemisrdma.verbs.IbvMemoryRegion;
 import dev.artemisrdma.verbs.IbvSharedReceiveQueue;

@@ -14,7 +14,6 @@ import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
-
 import dev.artemisrdma.verbs.AsyncEventReader;
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;

@@ -4,11 +4,10 @@ import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.AddressingException;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
-import dev.artemisrdma.transport.fabric.Endpoints;
-
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
 import dev.artemisrdma.verbs.Errno;

@@ -10,7 +10,6 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.SendList;
-
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.IbvQueuePair;
 import dev.artemisrdma.verbs.PostFailedException;
