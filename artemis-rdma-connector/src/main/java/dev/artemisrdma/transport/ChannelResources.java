@@ -1,6 +1,5 @@
 package dev.artemisrdma.transport;
 
-
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;

@@ -1,6 +1,5 @@
 package dev.artemisrdma.transport;
 
-
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**

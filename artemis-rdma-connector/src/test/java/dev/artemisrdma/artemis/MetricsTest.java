@@ -1,6 +1,5 @@
 package dev.artemisrdma.artemis;
 
-
 import java.nio.file.Path;
 
 import org.junit.jupiter.api.Test;

@@ -5,7 +5,6 @@
  */
 package dev.artemisrdma.transport;
 
-
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.SendList;
 
