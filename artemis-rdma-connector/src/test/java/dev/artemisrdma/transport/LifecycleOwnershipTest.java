@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
