@@ -20,8 +20,8 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.artemisrdma.it.artemis.LabBroker;
-import dev.artemisrdma.transport.FabricException;
 import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
