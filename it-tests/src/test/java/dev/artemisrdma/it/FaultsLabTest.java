@@ -162,17 +162,18 @@ class FaultsLabTest {
             cp.append(cp.length() == 0 ? "" : java.io.File.pathSeparator).append(to);
         }
         makeReadable(dir);
-        String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> command = List.of("prlimit", "--memlock=65536:65536", "setpriv", "--reuid=65534",
-                "--regid=65534", "--clear-groups", java, "-Djava.io.tmpdir=" + dir, "-cp", cp.toString(),
-                MemlockProbe.class.getName(), Lab.addr1(), String.valueOf(Lab.freshPort()));
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the probe ended");
-        System.out.println("FaultsLabTest: as nobody with memlock 64 KiB: exit " + p.exitValue() + ", "
-                + out.lines().filter(l -> l.startsWith("MemlockProbe")).findFirst().orElse(out));
-        assertEquals(MemlockProbe.REFUSED, p.exitValue(), out);
-        assertTrue(out.contains("RLIMIT_MEMLOCK") && out.contains("ulimit -l") && out.contains("LimitMEMLOCK"), out);
+        try (JavaProcess p = JavaProcess.main(MemlockProbe.class).wrapper("prlimit", "--memlock=65536:65536",
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups").property("java.io.tmpdir", dir.toString())
+                .classPath(cp.toString()).keepOutput().start(Lab.addr1(), String.valueOf(Lab.freshPort()))) {
+            boolean ended = p.awaitExit(60);
+            String out = p.output();
+            assertTrue(ended, "the probe ended");
+            System.out.println("FaultsLabTest: as nobody with memlock 64 KiB: exit " + p.exitValue() + ", "
+                    + out.lines().filter(l -> l.startsWith("MemlockProbe")).findFirst().orElse(out));
+            assertEquals(MemlockProbe.REFUSED, p.exitValue(), out);
+            assertTrue(out.contains("RLIMIT_MEMLOCK") && out.contains("ulimit -l") && out.contains("LimitMEMLOCK"),
+                    out);
+        }
     }
 
     // ------------------------------------------------------------------------------------------- helpers
