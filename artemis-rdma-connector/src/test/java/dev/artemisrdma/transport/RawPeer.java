@@ -50,15 +50,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
     /** The bare endpoint's receive slot size. */
     public static final int ENDPOINT_SLOT = 4096;
 
-    private final int receives;
-    private final int slot;
-    private final int sendArea;
-    private final int sendDepth;
-    private final int maxSendSge;
-    private final int maxInline;
-    private final int cqEntries;
-    /** Or-ed into the receives' work request ids: the hostile peer tells its receives from its sends by it. */
-    private final long recvTag;
+    private final Shape shape;
     private final List<Received> received = new CopyOnWriteArrayList<>();
     private final Completions batch = new Completions(64);
     public final CountDownLatch established = new CountDownLatch(1);
@@ -84,27 +76,28 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
 
     /** As {@link #RawPeer(int, int, int)}, with a completion queue of {@code cqEntries} (the device may round up). */
     public RawPeer(int receives, int maxSendSge, int maxInline, int cqEntries) {
-        this(receives, ENDPOINT_SLOT, 512 << 10, 128, maxSendSge, maxInline, cqEntries, 0);
+        this(new Shape(receives, ENDPOINT_SLOT, 512 << 10, 128, maxSendSge, maxInline, cqEntries, 0));
     }
 
-    private RawPeer(int receives, int slot, int sendArea, int sendDepth, int maxSendSge, int maxInline, int cqEntries,
-                    long recvTag) {
-        this.receives = receives;
-        this.slot = slot;
-        this.sendArea = sendArea;
-        this.sendDepth = sendDepth;
-        this.maxSendSge = maxSendSge;
-        this.maxInline = maxInline;
-        this.cqEntries = cqEntries;
-        this.recvTag = recvTag;
+    private RawPeer(Shape shape) {
+        this.shape = shape;
+    }
+
+    /**
+     * Receives of {@code slot} bytes after a send area of {@code sendArea} bytes; the queue pair's send depth, SGEs
+     * (0: the device's most) and inline bytes; the completion queue's entries; and {@code recvTag}, or-ed into the
+     * receives' work request ids (the hostile peer tells its receives from its sends by it).
+     */
+    private record Shape(int receives, int slot, int sendArea, int sendDepth, int maxSendSge, int maxInline,
+                         int cqEntries, long recvTag) {
     }
 
     @Override
     public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
-        cq = device.createCompletionQueue(cqEntries);
-        memory = device.register(sendArea + Math.max(sendArea, receives * slot));
-        int sge = maxSendSge <= 0 ? device.limits().maxSge() : maxSendSge;
-        return new QueuePairSpec(cq, sendDepth, Math.max(1, receives), sge, 1, maxInline);
+        cq = device.createCompletionQueue(shape.cqEntries);
+        memory = device.register(shape.sendArea + Math.max(shape.sendArea, shape.receives * shape.slot));
+        int sge = shape.maxSendSge <= 0 ? device.limits().maxSge() : shape.maxSendSge;
+        return new QueuePairSpec(cq, shape.sendDepth, Math.max(1, shape.receives), sge, 1, shape.maxInline);
     }
 
     @Override
@@ -119,10 +112,10 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
                 prepareFailure = e;
             }
         }
-        if (receives > 0) {
-            RecvList list = new RecvList(receives);
-            for (int s = 0; s < receives; s++) {
-                list.add(recvTag | s, recvSlotAddress(s), slot, memory.lkey());
+        if (shape.receives > 0) {
+            RecvList list = new RecvList(shape.receives);
+            for (int s = 0; s < shape.receives; s++) {
+                list.add(shape.recvTag | s, recvSlotAddress(s), shape.slot, memory.lkey());
             }
             queuePair.postRecv(list);
         }
@@ -141,13 +134,13 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
 
     /** Receive slots follow the send area. */
     public long recvSlotAddress(int s) {
-        return memory.address() + sendArea + (long) s * slot;
+        return memory.address() + shape.sendArea + (long) s * shape.slot;
     }
 
     /** The first {@code length} bytes of receive slot {@code s}. */
     public ByteBuffer recvSlot(int s, int length) {
         ByteBuffer b = memory.buffer();
-        int start = sendArea + s * slot;
+        int start = shape.sendArea + s * shape.slot;
         b.position(start).limit(start + length);
         return b.slice();
     }
@@ -197,7 +190,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
      * server's accept is decoded.
      */
     static RawPeer connect(Fabric fabric, InetSocketAddress server, byte[] handshake) throws Exception {
-        RawPeer p = new RawPeer(RECEIVES, SLOT, 1 << 20, 256, 2, 0, 1024, WorkRequestIds.RECV_BIT);
+        RawPeer p = new RawPeer(new Shape(RECEIVES, SLOT, 1 << 20, 256, 2, 0, 1024, WorkRequestIds.RECV_BIT));
         p.hostile = true;
         try {
             fabric.connect(server, p, new ConnectOptions(handshake, 7, 7, Duration.ofSeconds(5)), p);
@@ -345,12 +338,12 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
             ByteBuffer b = memory.buffer();
             received.add(new Received(batch.byteLength(i), batch.immediate(i)));
             if (batch.immediate(i) == Completions.NO_IMMEDIATE) {
-                credits += FrameHeader.credits(b, sendArea + s * slot);
+                credits += FrameHeader.credits(b, shape.sendArea + s * shape.slot);
             } else if (!ImmediateHeader.isFirst((int) batch.immediate(i))) {
                 credits += ImmediateHeader.credits((int) batch.immediate(i));
             }
             RecvList again = new RecvList(1);
-            again.add(wrId, recvSlotAddress(s), slot, memory.lkey());
+            again.add(wrId, recvSlotAddress(s), shape.slot, memory.lkey());
             qp.postRecv(again);
             owed++;
         }

@@ -68,7 +68,7 @@ public final class JavaProcess implements AutoCloseable {
         return new Builder(main.getSimpleName()).mainClass(main.getName());
     }
 
-    /** A child JVM with no main class or module unless {@link Builder#module} names one (e.g. {@code --list-modules}). */
+    /** A child JVM with no main class or module unless {@link Builder#module} names one ({@code --list-modules}). */
     public static Builder java(String name) {
         return new Builder(name);
     }
@@ -80,7 +80,7 @@ public final class JavaProcess implements AutoCloseable {
      */
     public static Builder driven(String name, Class<?> main) {
         return main(main).name(name).property("org.slf4j.simpleLogger.defaultLogLevel", "warn")
-                .log(resultsDir().resolve(name + ".log")).queueLines()
+                .log(resultsDir().resolve(name + ".log"), false).queueLines()
                 .echo(line -> line.startsWith("FAILED") || line.contains("ERROR"), 20);
     }
 
@@ -322,8 +322,7 @@ public final class JavaProcess implements AutoCloseable {
 
         /** JVM options ({@code -Xmx1g}, {@code --module-path ...}), before the system properties. */
         public Builder jvm(String... options) {
-            jvmOptions.addAll(List.of(options));
-            return this;
+            return jvm(List.of(options));
         }
 
         public Builder jvm(List<String> options) {
@@ -351,17 +350,13 @@ public final class JavaProcess implements AutoCloseable {
             return this;
         }
 
-        /** Writes every output line to {@code file}, emptied first. */
-        public Builder log(Path file) {
+        /**
+         * Writes every output line to {@code file}: emptied first, or with {@code append} after what it already holds
+         * (a restarted process).
+         */
+        public Builder log(Path file, boolean append) {
             this.log = file;
-            this.appendLog = false;
-            return this;
-        }
-
-        /** Writes every output line to {@code file}, after what it already holds (a restarted process). */
-        public Builder appendLog(Path file) {
-            this.log = file;
-            this.appendLog = true;
+            this.appendLog = append;
             return this;
         }
 
@@ -383,7 +378,7 @@ public final class JavaProcess implements AutoCloseable {
             return this;
         }
 
-        /** {@link #start} returns once a line contains {@code text}; fails (and ends the process) after {@code seconds}. */
+        /** {@link #start} returns once a line contains {@code text}; fails (ending it) after {@code seconds}. */
         public Builder readyWhen(String text, long seconds) {
             this.readyText = text;
             this.readySeconds = seconds;

@@ -35,7 +35,8 @@ final class HostileBroker implements AutoCloseable {
                 .property("org.slf4j.simpleLogger.defaultLogLevel", "warn")
                 .property("org.slf4j.simpleLogger.log.dev.artemisrdma", "info")
                 .property("org.slf4j.simpleLogger.showDateTime", "true")
-                .log(log).intercept(line -> (line.startsWith("STATS ") || line.equals("RESET")) && answers.add(line))
+                .log(log, false)
+                .intercept(line -> (line.startsWith("STATS ") || line.equals("RESET")) && answers.add(line))
                 .keepOutput().readyWhen(HostileBrokerMain.READY, 180)
                 .echo(line -> line.contains("dev.artemisrdma") && (line.contains(" WARN ") || line.contains(" ERROR ")))
                 .start(host, Integer.toString(port), dataDir.toString(), acceptorQuery);

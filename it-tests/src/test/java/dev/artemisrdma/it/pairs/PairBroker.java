@@ -47,7 +47,7 @@ final class PairBroker implements AutoCloseable {
                 // core bridges, the backup's link) with the connector factory it uses: see nettyAttempts()
                 .property("org.slf4j.simpleLogger.log." + SESSION_FACTORY_LOGGER, "debug")
                 .property("org.slf4j.simpleLogger.showDateTime", "true")
-                .appendLog(log).intercept(this::take).readyWhen(PairBrokerMain.READY, 180)
+                .log(log, true).intercept(this::take).readyWhen(PairBrokerMain.READY, 180)
                 .echo(line -> !line.contains(PairBrokerMain.READY)
                         && !line.contains(" DEBUG ") // the attempts' log (thread names carry AMQ229000 codes)
                         && (line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
