@@ -115,8 +115,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private void deviceLost(FabricDevice device, String reason) {
         FabricDevice raw = device instanceof AccountedDevice a ? a.raw() : device;
         DeviceResources res = devices.get(raw);
-        if (res == null || closed) {
+        if (res == null) {
             fabric.releaseDevice(device, deviceListener);
+            return;
+        }
+        if (closed) {
+            // close() is releasing this device's channels, loops and memory; its removeDeviceListener lets go of the
+            // device after that. Letting go now would have the fabric free the device's leftovers (completion queues
+            // still polled, memory still posted) and its protection domain under the queue pairs still closing
             return;
         }
         LOG.warn("{}: {}; its completion loops and memory are released once its connections are gone", name,

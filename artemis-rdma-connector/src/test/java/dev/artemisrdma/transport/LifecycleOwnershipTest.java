@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
@@ -238,6 +239,39 @@ class LifecycleOwnershipTest {
             c.client.write(ByteBuffer.wrap(new byte[] {3}), true);
             Peers.await("the third frame", 5000, () -> server.count() == 3);
             assertTrue(provenAtThirdFrame.get(), "a poll that began after the fence and drained the queue proved nothing");
+        }
+    }
+
+    /**
+     * The device is removed while a transport is closing (in the lab: rdma link delete racing RdmaTransport.close,
+     * found by OwnershipLabTest). The closing transport must hold the device until its close has released its
+     * channels, loops and memory there: letting go at once had the fabric free the device under it (ibv_dealloc_pd
+     * EBUSY under queue pairs still closing, a completion queue still polled and kept), and the kernel could not finish
+     * the removal until the fabric was closed.
+     */
+    @Test
+    void aDeviceRemovedWhileATransportClosesIsFreedOnlyAfterThatClose() throws Exception {
+        Peers.HoldingRecorder held = new Peers.HoldingRecorder();
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig config = small().closeTimeout(Duration.ofSeconds(2)).build();
+        try (Connection c = new Connection(fabric, config, config, new Peers.Recorder(), held)) {
+            FabricDevice device = fabric.device();
+            c.serverChannel.write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(held.inHandler.await(5, TimeUnit.SECONDS), "the client's loop busy in its handler");
+            Thread closer = new Thread(c.clientTransport::close, "closer");
+            closer.start();
+            Peers.await("the client transport closing its channels", 5000,
+                    () -> closer.getState() == Thread.State.WAITING || closer.getState() == Thread.State.TIMED_WAITING);
+            fabric.removeDevice();
+            assertNotNull(c.serverSide.closed.get(5, TimeUnit.SECONDS), "the server's channel failed");
+            Thread.sleep(300); // the server transport lets go of the device within 50 ms of its channel's release
+            assertFalse(fabric.releasedDevices().contains(device),
+                    "the device was freed while the closing transport's loop still ran on it");
+            held.release.countDown();
+            closer.join(10_000);
+            assertFalse(closer.isAlive(), "the client transport's close returned");
+            Peers.await("the device freed after the close", 5000, () -> fabric.releasedDevices().contains(device));
+            assertAllReleased(fabric);
         }
     }
 }

@@ -3,11 +3,17 @@ package dev.artemisrdma.transport;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
@@ -19,67 +25,175 @@ import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
- * A hostile peer for tests: it speaks raw verbs through the fabric (its own completion queue, memory and queue
- * pair), not our transport, so it can send any handshake and any frame header it likes. It keeps to the receive
- * credits it was given unless told otherwise, so what it sends arrives instead of failing on the wire.
+ * One side of a raw connection on any {@link Fabric} (the {@code FakeFabric} in unit tests, {@code VerbsFabric} in the
+ * lab): its own completion queue, registered slab and queue pair, and no part of our transport. Owned by the test
+ * thread that made it; the fabric's event thread only counts down {@link #established} and {@link #disconnected}.
+ * The slab holds a send area, then the receive slots.
+ *
+ * <ul>
+ * <li>As a bare endpoint ({@link #RawPeer(int, int, int)}: the lab's verbs tests), a {@link ConnectionSetup} and
+ * {@link QueuePairEvents} for {@code connect} or {@code accept}: receives posted into fixed 4 KiB slots (work request
+ * id = slot), completions collected by {@link #awaitCompletions}; no protocol.</li>
+ * <li>As a hostile peer of our transport ({@link #connect}: the unit tests' hostile-peer suites): it sends any
+ * handshake and any frame header it likes, keeps to the receive credits it was given unless told otherwise (so what it
+ * sends arrives instead of failing on the wire), and reposts the receives the server's frames used.</li>
+ * </ul>
+ *
+ * <p>The lab's hostile broker test uses {@code RawVerbsPeer} instead, on librdmacm itself: it must connect and never
+ * read its event channel (no RTU), which a {@code Fabric} connect, driving the rdma_cm events itself, cannot do.
  */
-final class RawPeer implements AutoCloseable {
+public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoCloseable {
 
+    /** The hostile peer's receives and their slot size. */
     static final int RECEIVES = 64;
     static final int SLOT = 16 << 10;
-    private final java.util.List<Received> received = new java.util.concurrent.CopyOnWriteArrayList<>();
-    private static final int SEND_AREA = 1 << 20;
+    /** The bare endpoint's receive slot size. */
+    public static final int ENDPOINT_SLOT = 4096;
 
-    private final CompletionQueue cq;
-    private final RegisteredMemory memory;
+    private final Shape shape;
+    private final List<Received> received = new CopyOnWriteArrayList<>();
     private final Completions batch = new Completions(64);
+    public final CountDownLatch established = new CountDownLatch(1);
+    public final CountDownLatch disconnected = new CountDownLatch(1);
+    /** Set before a connect or accept: {@link #prepare} tries a send before the connection is established. */
+    public volatile boolean tryEarlySend;
+    /** What that early send threw. */
+    public volatile Throwable prepareFailure;
+    private CompletionQueue cq;
+    private RegisteredMemory memory;
     private QueuePair qp;
+    private boolean hostile;
     private Handshake.Params server;
     private int credits;
     private int owed;
     private long nextWrId;
     private volatile boolean lost;
 
-    private RawPeer(FakeFabric fabric) throws FabricException {
-        cq = fabric.device().createCompletionQueue(1024);
-        memory = fabric.device().register(RECEIVES * SLOT + SEND_AREA);
+    /** A bare endpoint: {@code receives} posted receives, {@code maxSendSge} (0: the device's most), inline bytes. */
+    public RawPeer(int receives, int maxSendSge, int maxInline) {
+        this(receives, maxSendSge, maxInline, 1024);
     }
+
+    /** As {@link #RawPeer(int, int, int)}, with a completion queue of {@code cqEntries} (the device may round up). */
+    public RawPeer(int receives, int maxSendSge, int maxInline, int cqEntries) {
+        this(new Shape(receives, ENDPOINT_SLOT, 512 << 10, 128, maxSendSge, maxInline, cqEntries, 0));
+    }
+
+    private RawPeer(Shape shape) {
+        this.shape = shape;
+    }
+
+    /**
+     * Receives of {@code slot} bytes after a send area of {@code sendArea} bytes; the queue pair's send depth, SGEs
+     * (0: the device's most) and inline bytes; the completion queue's entries; and {@code recvTag}, or-ed into the
+     * receives' work request ids (the hostile peer tells its receives from its sends by it).
+     */
+    private record Shape(int receives, int slot, int sendArea, int sendDepth, int maxSendSge, int maxInline,
+                         int cqEntries, long recvTag) {
+    }
+
+    @Override
+    public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
+        cq = device.createCompletionQueue(shape.cqEntries);
+        memory = device.register(shape.sendArea + Math.max(shape.sendArea, shape.receives * shape.slot));
+        int sge = shape.maxSendSge <= 0 ? device.limits().maxSge() : shape.maxSendSge;
+        return new QueuePairSpec(cq, shape.sendDepth, Math.max(1, shape.receives), sge, 1, shape.maxInline);
+    }
+
+    @Override
+    public void prepare(QueuePair queuePair) throws FabricException {
+        this.qp = queuePair; // ours from here on: close() destroys it if the connect fails
+        if (tryEarlySend) {
+            try {
+                SendList list = new SendList(1, 1);
+                list.addSend(1, SendList.FLAG_SIGNALED).addSge(memory.address(), 8, memory.lkey());
+                queuePair.postSend(list);
+            } catch (FabricException e) {
+                prepareFailure = e;
+            }
+        }
+        if (shape.receives > 0) {
+            RecvList list = new RecvList(shape.receives);
+            for (int s = 0; s < shape.receives; s++) {
+                list.add(shape.recvTag | s, recvSlotAddress(s), shape.slot, memory.lkey());
+            }
+            queuePair.postRecv(list);
+        }
+    }
+
+    @Override
+    public void established(QueuePair queuePair) {
+        established.countDown();
+    }
+
+    @Override
+    public void disconnected(QueuePair queuePair, String reason) {
+        lost = true;
+        disconnected.countDown();
+    }
+
+    /** Receive slots follow the send area. */
+    public long recvSlotAddress(int s) {
+        return memory.address() + shape.sendArea + (long) s * shape.slot;
+    }
+
+    /** The first {@code length} bytes of receive slot {@code s}. */
+    public ByteBuffer recvSlot(int s, int length) {
+        ByteBuffer b = memory.buffer();
+        int start = shape.sendArea + s * shape.slot;
+        b.position(start).limit(start + length);
+        return b.slice();
+    }
+
+    public QueuePair qp() {
+        return qp;
+    }
+
+    public CompletionQueue cq() {
+        return cq;
+    }
+
+    public RegisteredMemory memory() {
+        return memory;
+    }
+
+    /**
+     * Polls until {@code n} completions arrived or the timeout passed; returns them in arrival order, each as
+     * {wrId, status, opcode, byteLength}.
+     */
+    public List<long[]> awaitCompletions(int n, long timeoutMillis) throws FabricException {
+        List<long[]> got = new ArrayList<>();
+        Completions completions = new Completions(32);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        while (got.size() < n && System.nanoTime() < deadline) {
+            int k = cq.poll(completions);
+            for (int i = 0; i < k; i++) {
+                got.add(new long[] {completions.wrId(i), completions.status(i), completions.opcode(i),
+                        completions.byteLength(i)});
+            }
+            if (k == 0) {
+                Thread.onSpinWait();
+            }
+        }
+        return got;
+    }
+
+    // ------------------------------------------------------------------------ the hostile peer of our transport
 
     /** A peer that states honest values: 64 receives of 16 KiB, frames up to 64 MiB. */
     static byte[] honestHandshake() {
         return Handshake.encodeConnect(new Handshake.Params(SLOT, RECEIVES, 64 << 20));
     }
 
-    /** Connects with {@code handshake} as its connect private data; the server's accept is decoded. */
-    static RawPeer connect(FakeFabric fabric, InetSocketAddress server, byte[] handshake) throws Exception {
-        RawPeer p = new RawPeer(fabric);
+    /**
+     * A hostile peer: 64 receives of 16 KiB, connected with {@code handshake} as its connect private data; the
+     * server's accept is decoded.
+     */
+    static RawPeer connect(Fabric fabric, InetSocketAddress server, byte[] handshake) throws Exception {
+        RawPeer p = new RawPeer(new Shape(RECEIVES, SLOT, 1 << 20, 256, 2, 0, 1024, WorkRequestIds.RECV_BIT));
+        p.hostile = true;
         try {
-            p.qp = fabric.connect(server, new ConnectionSetup() {
-                @Override
-                public QueuePairSpec queuePairSpec(FabricDevice device) {
-                    return new QueuePairSpec(p.cq, 256, RECEIVES, 2, 1, 0);
-                }
-
-                @Override
-                public void prepare(QueuePair queuePair) throws FabricException {
-                    p.qp = queuePair; // ours from here on: close() destroys it if the connect fails
-                    RecvList receives = new RecvList(RECEIVES);
-                    for (int s = 0; s < RECEIVES; s++) {
-                        receives.add(WorkRequestIds.RECV_BIT | s, p.memory.address() + (long) s * SLOT, SLOT,
-                                p.memory.lkey());
-                    }
-                    queuePair.postRecv(receives);
-                }
-            }, new ConnectOptions(handshake, 7, 7, Duration.ofSeconds(5)), new QueuePairEvents() {
-                @Override
-                public void established(QueuePair queuePair) {
-                }
-
-                @Override
-                public void disconnected(QueuePair queuePair, String reason) {
-                    p.lost = true;
-                }
-            });
+            fabric.connect(server, p, new ConnectOptions(handshake, 7, 7, Duration.ofSeconds(5)), p);
         } catch (Exception e) {
             p.close();
             throw e;
@@ -113,7 +227,7 @@ final class RawPeer implements AutoCloseable {
             awaitCredit();
             credits--;
         }
-        int at = RECEIVES * SLOT;
+        int at = 0; // the send area
         ByteBuffer area = memory.buffer();
         FrameHeader.write(area, at, flags, hints, creditsReturned, lengthOrOffset);
         area.position(at + FrameHeader.LENGTH);
@@ -132,7 +246,7 @@ final class RawPeer implements AutoCloseable {
     void sendImmediate(int immediate, int size) throws Exception {
         awaitCredit();
         credits--;
-        int at = RECEIVES * SLOT;
+        int at = 0; // the send area
         SendList list = new SendList(1, 1);
         list.addSend(nextWrId++, SendList.FLAG_SIGNALED).withImmediate(immediate)
                 .addSge(memory.address() + at, size, memory.lkey());
@@ -145,7 +259,7 @@ final class RawPeer implements AutoCloseable {
      * peer that ignores flow control. With the server's rnrRetryCount 7 those without a receive wait for one.
      */
     void burst(int n, int size) throws Exception {
-        int at = RECEIVES * SLOT;
+        int at = 0; // the send area
         ByteBuffer area = memory.buffer();
         FrameHeader.write(area, at, FrameHeader.FIRST | FrameHeader.LAST, 0, size);
         SendList list = new SendList(n, n);
@@ -201,7 +315,7 @@ final class RawPeer implements AutoCloseable {
 
     /** Posts {@code count} one-frame SENDs in one list, ignoring credits (poll for what becomes of them). */
     void burstIgnoringCredits(int count, int size) throws Exception {
-        int at = RECEIVES * SLOT;
+        int at = 0; // the send area
         ByteBuffer area = memory.buffer();
         FrameHeader.write(area, at, FrameHeader.FIRST | FrameHeader.LAST, 0, size);
         SendList list = new SendList(count, 2 * count);
@@ -233,16 +347,16 @@ final class RawPeer implements AutoCloseable {
                 lost = true;
                 continue;
             }
-            int slot = (int) (wrId & 0xFFFF);
+            int s = (int) (wrId & 0xFFFF);
             ByteBuffer b = memory.buffer();
             received.add(new Received(batch.byteLength(i), batch.immediate(i)));
             if (batch.immediate(i) == Completions.NO_IMMEDIATE) {
-                credits += FrameHeader.credits(b, slot * SLOT);
+                credits += FrameHeader.credits(b, shape.sendArea + s * shape.slot);
             } else if (!ImmediateHeader.isFirst((int) batch.immediate(i))) {
                 credits += ImmediateHeader.credits((int) batch.immediate(i));
             }
             RecvList again = new RecvList(1);
-            again.add(wrId, memory.address() + (long) slot * SLOT, SLOT, memory.lkey());
+            again.add(wrId, recvSlotAddress(s), shape.slot, memory.lkey());
             qp.postRecv(again);
             owed++;
         }
@@ -254,7 +368,7 @@ final class RawPeer implements AutoCloseable {
     }
 
     /** Every SEND that arrived from the server, in order. */
-    java.util.List<Received> received() {
+    List<Received> received() {
         return received;
     }
 
@@ -278,15 +392,21 @@ final class RawPeer implements AutoCloseable {
     public void close() {
         if (qp != null) {
             qp.disconnect();
-            try {
-                Thread.sleep(20);
-                poll();
-            } catch (Exception ignored) {
-                // tearing down a test peer
+            if (hostile) {
+                try {
+                    Thread.sleep(20);
+                    poll();
+                } catch (Exception ignored) {
+                    // tearing down a test peer
+                }
             }
             qp.close();
         }
-        memory.close();
-        cq.close();
+        if (memory != null) {
+            memory.close();
+        }
+        if (cq != null) {
+            cq.close();
+        }
     }
 }

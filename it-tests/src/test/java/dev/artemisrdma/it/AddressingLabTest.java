@@ -15,6 +15,7 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.RawPeer;
 import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
@@ -243,8 +244,8 @@ class AddressingLabTest {
     @Test
     void typeOfServiceOfTheConnectingSideReachesBothQueuePairs() throws Exception {
         int port = Lab.freshPort();
-        RawEndpoint server = new RawEndpoint(4, 1, 0);
-        RawEndpoint client = new RawEndpoint(4, 1, 0);
+        RawPeer server = new RawPeer(4, 1, 0);
+        RawPeer client = new RawPeer(4, 1, 0);
         CompletableFuture<QueuePair> accepted = new CompletableFuture<>();
         try (FabricListener listener = fabric.listen(new InetSocketAddress(Lab.addr1(), port),
                 new Addressing(null, 64), request -> {

@@ -8,6 +8,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import dev.artemisrdma.transport.RawPeer;
+
 /**
  * Live RDMA kernel objects (pd, cq, qp, cm_id, mr...) summed over all devices, as `rdma resource show` lists
  * them: the kernel's own account, so a leak cannot hide behind our bookkeeping.
@@ -57,8 +59,8 @@ public record RdmaResources(Map<String, Integer> counts) {
 
     private static void warmUp(String listenAddress) throws Exception {
         try (dev.artemisrdma.transport.verbs.VerbsFabric fabric = new dev.artemisrdma.transport.verbs.VerbsFabric()) {
-            RawEndpoint server = new RawEndpoint(2, 1, 0);
-            RawEndpoint client = new RawEndpoint(2, 1, 0);
+            RawPeer server = new RawPeer(2, 1, 0);
+            RawPeer client = new RawPeer(2, 1, 0);
             dev.artemisrdma.transport.fabric.FabricListener listener = fabric.listen(
                     Lab.address(listenAddress, Lab.freshPort()), request -> {
                         try {

@@ -1,5 +1,6 @@
 package dev.artemisrdma.it;
 
+import dev.artemisrdma.transport.RawPeer;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -34,10 +35,10 @@ class VerbsLabTest {
     private static final class Pair implements AutoCloseable {
         final VerbsFabric fabric;
         final FabricListener listener;
-        final RawEndpoint server;
-        final RawEndpoint client;
+        final RawPeer server;
+        final RawPeer client;
 
-        Pair(VerbsFabric fabric, RawEndpoint server, RawEndpoint client, int serverRnrRetry) throws Exception {
+        Pair(VerbsFabric fabric, RawPeer server, RawPeer client, int serverRnrRetry) throws Exception {
             this.fabric = fabric;
             this.server = server;
             this.client = client;
@@ -74,7 +75,7 @@ class VerbsLabTest {
     @Test
     void sendsWithOneTwoAndMaxSgeEntriesInlineAndNotCarryTheirContext() throws Exception {
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, new RawEndpoint(64, 1, 0), new RawEndpoint(0, 0, 256), 0)) {
+             Pair pair = new Pair(fabric, new RawPeer(64, 1, 0), new RawPeer(0, 0, 256), 0)) {
             QueuePair qp = pair.client.qp();
             int maxSge = qp.caps().maxSendSge();
             int maxInline = qp.caps().maxInlineData();
@@ -134,7 +135,7 @@ class VerbsLabTest {
     @Test
     void listsOfWorkRequestsPostInOneCallAndCompleteInOrder() throws Exception {
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, new RawEndpoint(64, 1, 0), new RawEndpoint(0, 2, 0), 0)) {
+             Pair pair = new Pair(fabric, new RawPeer(64, 1, 0), new RawPeer(0, 2, 0), 0)) {
             SendList list = new SendList(32, 64);
             for (int i = 0; i < 32; i++) {
                 // selective signalling: only every 8th send asks for a completion
@@ -158,7 +159,7 @@ class VerbsLabTest {
     @Test
     void sendIntoNoPostedReceiveFailsWithRnrWhenThePeerAcceptedWithRnrRetryZero() throws Exception {
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, new RawEndpoint(0, 1, 0), new RawEndpoint(0, 1, 0), 0)) {
+             Pair pair = new Pair(fabric, new RawPeer(0, 1, 0), new RawPeer(0, 1, 0), 0)) {
             SendList list = new SendList(1, 1);
             list.addSend(77, SendList.FLAG_SIGNALED).addSge(pair.client.memory().address(), 64,
                     pair.client.memory().lkey());
@@ -188,7 +189,7 @@ class VerbsLabTest {
     void anOverrunCompletionQueueFailsItsNextPollNamingTheEvent() throws Exception {
         RdmaResources before = RdmaResources.afterWarmUp();
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, new RawEndpoint(64, 1, 0), new RawEndpoint(0, 1, 0, 4), 7)) {
+             Pair pair = new Pair(fabric, new RawPeer(64, 1, 0), new RawPeer(0, 1, 0, 4), 7)) {
             int capacity = pair.client.cq().capacity();
             int sends = capacity + 8;
             assertTrue(sends <= 64, "the device gave a queue of " + capacity + " entries for 4 asked");
@@ -225,10 +226,10 @@ class VerbsLabTest {
 
     @Test
     void postingBeforeTheConnectionIsEstablishedFailsInJava() throws Exception {
-        RawEndpoint server = new RawEndpoint(8, 1, 0);
+        RawPeer server = new RawPeer(8, 1, 0);
         server.tryEarlySend = true;
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, server, new RawEndpoint(8, 1, 0), 7)) {
+             Pair pair = new Pair(fabric, server, new RawPeer(8, 1, 0), 7)) {
             assertNotNull(server.prepareFailure, "a send before ESTABLISHED must be refused");
             assertTrue(server.prepareFailure.getMessage().contains("not established"),
                     server.prepareFailure.getMessage());
@@ -244,7 +245,7 @@ class VerbsLabTest {
     @Test
     void aQueuePairToldThePeerEstablishedItAfterRdmaCmDidGoesOn() throws Exception {
         try (VerbsFabric fabric = new VerbsFabric();
-             Pair pair = new Pair(fabric, new RawEndpoint(8, 1, 0), new RawEndpoint(8, 1, 0), 7)) {
+             Pair pair = new Pair(fabric, new RawPeer(8, 1, 0), new RawPeer(8, 1, 0), 7)) {
             pair.server.qp().establishedByPeer();
             assertTrue(pair.server.qp().isEstablished());
             SendList list = new SendList(1, 1);
@@ -265,7 +266,7 @@ class VerbsLabTest {
         RdmaResources before = RdmaResources.afterWarmUp();
         try (VerbsFabric fabric = new VerbsFabric()) {
             long start = System.nanoTime();
-            RawEndpoint client = new RawEndpoint(4, 1, 0);
+            RawPeer client = new RawPeer(4, 1, 0);
             FabricException e = assertThrows(FabricException.class, () -> fabric.connect(
                     Lab.address(Lab.addr1(), Lab.freshPort()), client,
                     new ConnectOptions(new byte[0], 7, 7, Duration.ofSeconds(15)), client));
@@ -282,10 +283,10 @@ class VerbsLabTest {
     void connectAndClose200TimesLeaksNoNativeResource() throws Exception {
         RdmaResources before = RdmaResources.afterWarmUp();
         try (VerbsFabric fabric = new VerbsFabric()) {
-            AtomicReference<RawEndpoint> serverSide = new AtomicReference<>();
+            AtomicReference<RawPeer> serverSide = new AtomicReference<>();
             CompletableFuture<?>[] accepted = new CompletableFuture<?>[1];
             FabricListener listener = fabric.listen(Lab.address(Lab.addr1(), Lab.freshPort()), request -> {
-                RawEndpoint server = new RawEndpoint(4, 1, 0);
+                RawPeer server = new RawPeer(4, 1, 0);
                 serverSide.set(server);
                 try {
                     request.accept(server, new byte[0], 7, server);
@@ -295,9 +296,9 @@ class VerbsLabTest {
             });
             for (int i = 0; i < 200; i++) {
                 accepted[0] = new CompletableFuture<>();
-                RawEndpoint client = new RawEndpoint(4, 1, 0);
+                RawPeer client = new RawPeer(4, 1, 0);
                 fabric.connect(listener.localAddress(), client, CONNECT, client);
-                RawEndpoint server = serverSide.get();
+                RawPeer server = serverSide.get();
                 assertTrue(server.established.await(20, TimeUnit.SECONDS), "iteration " + i);
                 client.close(); // disconnect, destroy qp and id, then cq and memory
                 assertTrue(server.disconnected.await(20, TimeUnit.SECONDS), "server sees DISCONNECTED, iteration " + i);

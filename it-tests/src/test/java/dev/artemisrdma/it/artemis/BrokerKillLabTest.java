@@ -1,6 +1,7 @@
 package dev.artemisrdma.it.artemis;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
+import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
@@ -38,7 +39,7 @@ class BrokerKillLabTest {
     void killedBrokerIsNoticedWithinSecondsAndTheClientReconnectsWithoutLosingDurableMessages() throws Exception {
         int port = Lab.freshPort();
         Path data = Files.createTempDirectory("killed-broker");
-        BrokerProcess broker = BrokerProcess.start(Lab.addr0(), port, data);
+        JavaProcess broker = startBroker(port, data);
         CountDownLatch failureDetected = new CountDownLatch(1);
         CountDownLatch reconnected = new CountDownLatch(1);
         try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + port
@@ -74,7 +75,7 @@ class BrokerKillLabTest {
             long noticedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
             System.out.println("client noticed the killed broker after " + noticedMillis + " ms");
 
-            broker = BrokerProcess.start(Lab.addr0(), port, data);
+            broker = startBroker(port, data);
             assertTrue(reconnected.await(120, TimeUnit.SECONDS), "client did not reconnect to the restarted broker");
 
             Set<Integer> remaining = new TreeSet<>();
@@ -90,6 +91,13 @@ class BrokerKillLabTest {
         } finally {
             broker.close();
         }
+    }
+
+    /** {@link LabBrokerMain} in a child JVM, its output echoed; returns once it is ready. */
+    private static JavaProcess startBroker(int port, Path data) throws Exception {
+        return JavaProcess.main(LabBrokerMain.class).jvm("-Xmx1g", "-XX:TieredStopAtLevel=1")
+                .readyWhen(LabBrokerMain.READY, 180).echo(line -> true)
+                .start(Lab.addr0(), Integer.toString(port), data.toString());
     }
 
     /** After a failover the first transacted operation may be rolled back by Artemis; retry that once. */

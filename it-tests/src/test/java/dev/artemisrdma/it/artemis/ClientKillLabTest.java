@@ -9,6 +9,7 @@ import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
+import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.RdmaResources;
 import jakarta.jms.Connection;
@@ -38,8 +39,8 @@ class ClientKillLabTest {
             awaitConnections(broker, 0, 10_000);
             Map<String, Integer> before = kernelObjects(RdmaResources.now());
 
-            BrokerProcess client = BrokerProcess.startMain(ConnectedClientMain.class, ConnectedClientMain.READY, url,
-                    "killed.client");
+            JavaProcess client = JavaProcess.main(ConnectedClientMain.class).jvm("-Xmx1g", "-XX:TieredStopAtLevel=1")
+                    .readyWhen(ConnectedClientMain.READY, 180).echo(line -> true).start(url, "killed.client");
             try {
                 awaitConnections(broker, 1, 10_000);
                 long killedAt = System.nanoTime();

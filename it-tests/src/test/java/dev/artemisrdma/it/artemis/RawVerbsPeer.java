@@ -27,6 +27,12 @@ import dev.artemisrdma.verbs.WorkCompletions;
  * to the credits the server grants or ignore them, and connect without ever completing the handshake (it never reads
  * its event channel, so librdmacm never answers the server's accept with the RTU).
  *
+ * <p>Why this is not {@link dev.artemisrdma.transport.RawPeer} (the one raw peer on the {@code Fabric} SPI, used by
+ * the unit tests and the lab's verbs tests): a {@code Fabric} connect is our transport's own connection setup
+ * ({@code VerbsFabric} resolves, connects and reads the rdma_cm events itself), so it cannot leave the RTU unsent
+ * ({@link #connectAndHold}), and it would put our fabric layer on both ends of the attack. Here the attacker shares
+ * nothing with the broker's code but the wire format ({@link FrameHeader}, {@link Handshake}).
+ *
  * <p>Memory: {@link #RECEIVES} receive slots of {@link #SLOT} bytes (the server's credit frames land there), then the
  * send area. Its own handshake offers those receives, frames up to 4 KiB, no features.
  */

@@ -3,8 +3,8 @@ package dev.artemisrdma.it.bench;
 import dev.artemisrdma.artemis.RdmaClientMetrics;
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.artemis.RdmaTransportMetricsMXBean;
+import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.artemis.LabBroker;
-import dev.artemisrdma.it.bench.scale.ChildJvm;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
@@ -168,11 +168,11 @@ public final class ArtemisTransportBenchmark {
         Path out = Path.of(System.getenv().getOrDefault("RDMA_LAB_RESULTS", "."));
         List<Figures> results = new ArrayList<>();
         // persistence on: durable messages go through the journal; non-persistent ones never touch it
-        ChildJvm brokerJvm = null;
+        JavaProcess brokerJvm = null;
         LabBroker inProcess = null;
         if (settings.brokerJvm) {
-            brokerJvm = ChildJvm.start("artemis-bench-broker", BenchBrokerMain.class, null,
-                    settings.brokerJvmOptions, host, "61700", "61616", System.getenv().getOrDefault("ACCEPTOR_PARAMS", ""));
+            brokerJvm = JavaProcess.driven("artemis-bench-broker", BenchBrokerMain.class).jvm(settings.brokerJvmOptions)
+                    .start(host, "61700", "61616", System.getenv().getOrDefault("ACCEPTOR_PARAMS", ""));
             brokerJvm.await("READY", 300);
         } else {
             inProcess = LabBroker.start(host, 61700, Files.createTempDirectory("bench-broker"), true, 61616);
@@ -549,10 +549,10 @@ public final class ArtemisTransportBenchmark {
      * of its own, the broker's (asked over its stdin); thread groups then read "client: ..." and "broker: ...".
      */
     static final class CpuMeter {
-        private final ChildJvm broker;
+        private final JavaProcess broker;
         private ThreadCpu.Snapshot mark;
 
-        CpuMeter(ChildJvm broker) {
+        CpuMeter(JavaProcess broker) {
             this.broker = broker;
         }
 

@@ -1,7 +1,6 @@
 package dev.artemisrdma.it.jpms;
 
 import java.io.File;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -11,6 +10,7 @@ import java.util.concurrent.TimeUnit;
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
 
+import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -47,16 +47,19 @@ class ModularLaunchTest {
     void modularApplicationUsesTheConnectorAsAutomaticModuleWithArtemisOnTheClassPath() throws Exception {
         Libraries libs = Libraries.find();
         Path app = compileApp(libs);
-        List<String> command = new ArrayList<>(List.of(java(),
-                "--module-path", join(libs.modulePath) + File.pathSeparator + app,
-                "--add-modules", ADD_MODULES,
-                "--class-path", join(libs.classPath),
-                "-Dorg.slf4j.simpleLogger.log.dev.artemisrdma=debug",
-                "-m", "rdma.app/app.Main", Lab.addr1(), Integer.toString(Lab.freshPort())));
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(process.waitFor(120, TimeUnit.SECONDS), out);
-        assertEquals(0, process.exitValue(), out);
+        try (JavaProcess process = JavaProcess.java("modular-app")
+                .jvm("--module-path", join(libs.modulePath) + File.pathSeparator + app, "--add-modules", ADD_MODULES)
+                .classPath(join(libs.classPath)).property("org.slf4j.simpleLogger.log.dev.artemisrdma", "debug")
+                .module("rdma.app/app.Main").keepOutput().start(Lab.addr1(), Integer.toString(Lab.freshPort()))) {
+            boolean ended = process.awaitExit(120);
+            String out = process.output();
+            assertTrue(ended, out);
+            assertEquals(0, process.exitValue(), out);
+            assertApplicationRan(out);
+        }
+    }
+
+    private static void assertApplicationRan(String out) {
         assertTrue(out.contains("connector module: dev.artemisrdma.connector automatic=true"), out);
         assertTrue(out.contains("jna module: com.sun.jna"), out);
         assertTrue(out.matches("(?s).*connection factory: org\\.apache\\.activemq\\.artemis\\.jms\\.client\\.\\w+ "
@@ -78,12 +81,15 @@ class ModularLaunchTest {
                 .filter(p -> p.getFileName().toString().matches("artemis-(commons|core-client)-.*\\.jar"))
                 .map(Path::toString).toList();
         assertEquals(2, artemis.size(), libs.classPath.toString());
-        Process process = new ProcessBuilder(java(), "--module-path", String.join(File.pathSeparator, artemis),
-                "--add-modules", "ALL-MODULE-PATH", "--list-modules").redirectErrorStream(true).start();
-        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(process.waitFor(60, TimeUnit.SECONDS), out);
-        assertNotEquals(0, process.exitValue(), out);
-        assertTrue(out.contains("ResolutionException") && out.contains("org.apache.activemq.artemis."), out);
+        try (JavaProcess process = JavaProcess.java("list-modules").classPath(null)
+                .jvm("--module-path", String.join(File.pathSeparator, artemis), "--add-modules", "ALL-MODULE-PATH",
+                        "--list-modules").keepOutput().start()) {
+            boolean ended = process.awaitExit(60);
+            String out = process.output();
+            assertTrue(ended, out);
+            assertNotEquals(0, process.exitValue(), out);
+            assertTrue(out.contains("ResolutionException") && out.contains("org.apache.activemq.artemis."), out);
+        }
     }
 
     private Path compileApp(Libraries libs) throws Exception {
@@ -165,10 +171,6 @@ class ModularLaunchTest {
 
     private static String join(List<Path> paths) {
         return String.join(File.pathSeparator, paths.stream().map(Path::toString).toList());
-    }
-
-    private static String java() {
-        return Path.of(System.getProperty("java.home"), "bin", "java").toString();
     }
 
     private static boolean hasRdmaDevice() {

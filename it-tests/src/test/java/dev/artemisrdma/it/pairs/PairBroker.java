@@ -1,28 +1,23 @@
 package dev.artemisrdma.it.pairs;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Predicate;
 
+import dev.artemisrdma.it.JavaProcess;
+
 /**
- * A {@link PairBrokerMain} process: started, asked for {@link #report()}s, stopped, killed (SIGKILL) and started
- * again on the same data. Its log goes to a file in the results folder (the lab console is slow), prefixed lines
- * that matter to the console.
+ * A {@link PairBrokerMain} process (launched by {@link JavaProcess}): started, asked for {@link #report()}s, stopped,
+ * killed (SIGKILL) and started again on the same data. Its log goes to a file in the results folder (the lab console
+ * is slow), prefixed lines that matter to the console.
  */
 final class PairBroker implements AutoCloseable {
 
@@ -34,8 +29,8 @@ final class PairBroker implements AutoCloseable {
     private final String name;
     private final List<String> args;
     private final Path log;
-    private Process process;
-    private PrintStream commands;
+    private final JavaProcess.Builder launcher;
+    private JavaProcess process;
     private final BlockingQueue<String> reports = new LinkedBlockingQueue<>();
     private final AtomicInteger nettyAttempts = new AtomicInteger();
     private final List<String> firstNettyAttempts = new CopyOnWriteArrayList<>();
@@ -44,6 +39,19 @@ final class PairBroker implements AutoCloseable {
         this.name = name;
         this.args = args;
         this.log = log;
+        this.launcher = JavaProcess.main(PairBrokerMain.class).name(name).jvm("-Xmx768m", "-XX:TieredStopAtLevel=1")
+                .property("org.slf4j.simpleLogger.defaultLogLevel", "warn")
+                .property("org.slf4j.simpleLogger.log.dev.artemisrdma", "info")
+                .property("org.slf4j.simpleLogger.log.org.apache.activemq.audit", "warn")
+                // logs every connection attempt of the broker's own clients (cluster controller, cluster bridges,
+                // core bridges, the backup's link) with the connector factory it uses: see nettyAttempts()
+                .property("org.slf4j.simpleLogger.log." + SESSION_FACTORY_LOGGER, "debug")
+                .property("org.slf4j.simpleLogger.showDateTime", "true")
+                .log(log, true).intercept(this::take).readyWhen(PairBrokerMain.READY, 180)
+                .echo(line -> !line.contains(PairBrokerMain.READY)
+                        && !line.contains(" DEBUG ") // the attempts' log (thread names carry AMQ229000 codes)
+                        && (line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
+                        && !line.contains("AMQ222166")); // not the sample's "no dead letter address" noise
     }
 
     /** Starts {@code config/pairs/FILE} with the given substitutions (and {@code tcp} to stay off RDMA). */
@@ -54,63 +62,28 @@ final class PairBroker implements AutoCloseable {
             args.add("tcp");
         }
         properties.forEach((k, v) -> args.add(k + "=" + v));
-        Path logs = Path.of(System.getenv().getOrDefault("RDMA_LAB_RESULTS", System.getProperty("java.io.tmpdir")));
-        PairBroker broker = new PairBroker(name, args, logs.resolve("broker-" + name + "-" + System.nanoTime()
-                + ".log"));
+        PairBroker broker = new PairBroker(name, args, JavaProcess.resultsDir().resolve("broker-" + name + "-"
+                + System.nanoTime() + ".log"));
         broker.launch();
         return broker;
     }
 
     private void launch() throws Exception {
-        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java")
-                .toString(), "-Xmx768m", "-XX:TieredStopAtLevel=1",
-                "-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"),
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-Dorg.slf4j.simpleLogger.log.dev.artemisrdma=info",
-                "-Dorg.slf4j.simpleLogger.log.org.apache.activemq.audit=warn",
-                // logs every connection attempt of the broker's own clients (cluster controller, cluster bridges,
-                // core bridges, the backup's link) with the connector factory it uses: see nettyAttempts()
-                "-Dorg.slf4j.simpleLogger.log." + SESSION_FACTORY_LOGGER + "=debug",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", System.getProperty("java.class.path"),
-                PairBrokerMain.class.getName()));
-        command.addAll(args);
-        process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        commands = new PrintStream(process.getOutputStream(), true, StandardCharsets.UTF_8);
-        CountDownLatch ready = new CountDownLatch(1);
-        Thread pump = new Thread(() -> pump(ready), "broker-" + name + "-output");
-        pump.setDaemon(true);
-        pump.start();
-        if (!ready.await(180, TimeUnit.SECONDS)) {
-            kill();
-            throw new IllegalStateException("broker " + name + " did not start within 180 s; log: " + log);
-        }
+        process = launcher.start(args);
     }
 
-    private void pump(CountDownLatch ready) {
-        try (BufferedReader reader = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = reader.readLine()) != null) {
-                Files.writeString(log, line + "\n", StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
-                        java.nio.file.StandardOpenOption.APPEND);
-                if (line.contains(ATTEMPT) && line.contains("NettyConnectorFactory")) {
-                    if (nettyAttempts.incrementAndGet() <= 3) {
-                        firstNettyAttempts.add(line);
-                    }
-                }
-                if (line.startsWith(PairBrokerMain.REPORT)) {
-                    reports.add(line.substring(PairBrokerMain.REPORT.length()));
-                } else if (line.contains(PairBrokerMain.READY)) {
-                    ready.countDown();
-                } else if (!line.contains(" DEBUG ") // the attempts' log (thread names carry AMQ229000 codes)
-                        && (line.contains("ERROR") || line.contains("AMQ22")) && !line.contains("AMQ222165")
-                        && !line.contains("AMQ222166")) { // not the sample's "no dead letter address" noise
-                    System.out.println("[" + name + "] " + line);
-                }
+    /** The pump thread's: counts Netty attempts; takes the broker's reports (not echoed). */
+    private boolean take(String line) {
+        if (line.contains(ATTEMPT) && line.contains("NettyConnectorFactory")) {
+            if (nettyAttempts.incrementAndGet() <= 3) {
+                firstNettyAttempts.add(line);
             }
-        } catch (IOException ignored) {
-            // process gone
         }
+        if (line.startsWith(PairBrokerMain.REPORT)) {
+            reports.add(line.substring(PairBrokerMain.REPORT.length()));
+            return true;
+        }
+        return false;
     }
 
     /**
@@ -129,7 +102,7 @@ final class PairBroker implements AutoCloseable {
     /** The broker's {@code LinkReport}, as a map. */
     Map<String, String> report() throws InterruptedException {
         reports.clear();
-        commands.println("report");
+        process.send("report");
         String line = reports.poll(30, TimeUnit.SECONDS);
         if (line == null) {
             throw new IllegalStateException("broker " + name + " did not report; log: " + log);
@@ -160,8 +133,7 @@ final class PairBroker implements AutoCloseable {
 
     /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
     void kill() throws InterruptedException {
-        process.destroyForcibly();
-        process.waitFor(30, TimeUnit.SECONDS);
+        process.kill();
     }
 
     /** Starts the same broker again, on the same data. */
@@ -172,8 +144,8 @@ final class PairBroker implements AutoCloseable {
     @Override
     public void close() throws InterruptedException {
         if (process.isAlive()) {
-            commands.println("stop");
-            if (!process.waitFor(60, TimeUnit.SECONDS)) {
+            process.send("stop");
+            if (!process.awaitExit(60)) {
                 kill();
             }
         }

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.stream.Stream;
 
+import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.RdmaResources;
 import dev.artemisrdma.transport.TransportConfig;
 
@@ -205,14 +206,14 @@ public final class ScaleBenchmark {
                              int jvms, int roundMessages, String acceptorParams, String clientParams,
                              int idleSeconds, int settleSeconds) throws Exception {
         System.out.println("scale-bench: pass '" + name + "': starting the broker");
-        List<ChildJvm> clients = new ArrayList<>();
+        List<JavaProcess> clients = new ArrayList<>();
         int tcpPort = port + 100;
         List<String> brokerArgs = new ArrayList<>(List.of(host, Integer.toString(port), acceptorParams));
         if (tcp) {
             brokerArgs.add(Integer.toString(tcpPort));
         }
-        try (ChildJvm broker = ChildJvm.start("scale-broker-" + port, ScaleBrokerMain.class, classPrefix,
-                List.of("-Xmx1g"), brokerArgs.toArray(String[]::new))) {
+        try (JavaProcess broker = JavaProcess.driven("scale-broker-" + port, ScaleBrokerMain.class)
+                .classPathFirst(classPrefix).jvm("-Xmx1g").start(brokerArgs)) {
             broker.await("READY", 300);
             Thread.sleep(settleSeconds * 1000L); // start-up's JIT and GC
             System.out.printf("scale-bench: measuring the broker's CPU for %d s before any connection%n", idleSeconds);
@@ -224,22 +225,22 @@ public final class ScaleBenchmark {
             for (int j = 0; j < jvms; j++) {
                 int count = left / (jvms - j);
                 left -= count;
-                clients.add(ChildJvm.start("scale-client-" + port + "-" + j, ScaleClientMain.class, null,
-                        List.of("-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"), url,
-                        Integer.toString(count), "c" + j, "4"));
+                clients.add(JavaProcess.driven("scale-client-" + port + "-" + j, ScaleClientMain.class)
+                        .jvm("-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+                        .start(url, Integer.toString(count), "c" + j, "4"));
             }
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 c.await("CONNECTED", 1800);
             }
             double connectSeconds = (System.nanoTime() - start) / 1e9;
             System.out.printf(Locale.ROOT, "scale-bench: %d connections open after %.1f s%n", connections,
                     connectSeconds);
             long roundStart = System.nanoTime();
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 c.send("round " + roundMessages);
             }
             long roundMessagesTotal = 0;
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 String r = c.await("ROUND", 1200);
                 roundMessagesTotal += Long.parseLong(r.replaceAll(".*received=(\\d+).*", "$1"));
             }
@@ -253,21 +254,21 @@ public final class ScaleBenchmark {
             Map<String, Long> s1 = stats(broker);
             double loopCpuMBean = s1.get("loops") < 0 ? -1
                     : (s1.get("loopCpuNanos") - s0.get("loopCpuNanos")) / 1e9 / idle.seconds() * 100;
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 c.send("close");
             }
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 c.await("CLOSED", 600);
-                c.awaitExit(60);
+                c.awaitExitOrKill(60);
             }
             broker.send("exit");
             broker.await("STOPPED", 120);
-            broker.awaitExit(60);
+            broker.awaitExitOrKill(60);
             return new Pass(name, tcp, connections, connectSeconds, round, s1, afterRound, idle, empty, loopCpuMBean,
                     s1.get("loopWakeUps") - s0.get("loopWakeUps"), s1.get("loopSpins") - s0.get("loopSpins"),
                     s1.get("loopBlocks") - s0.get("loopBlocks"));
         } finally {
-            for (ChildJvm c : clients) {
+            for (JavaProcess c : clients) {
                 c.close();
             }
         }
@@ -284,7 +285,7 @@ public final class ScaleBenchmark {
                 String.join(", ", p.empty.busiest()), p.connections, p.idle.jitPercent(), p.addedWithoutJit());
     }
 
-    private static Map<String, Long> stats(ChildJvm broker) throws Exception {
+    private static Map<String, Long> stats(JavaProcess broker) throws Exception {
         broker.send("stats");
         Map<String, Long> values = new LinkedHashMap<>();
         for (String kv : broker.await("STATS", 60).substring(6).trim().split(" ")) {
