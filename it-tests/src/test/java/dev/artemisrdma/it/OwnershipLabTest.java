@@ -88,11 +88,13 @@ class OwnershipLabTest {
                     List<LoadedConnections.End> closingEnds = load.ends(closeServer);
                     List<LoadedConnections.End> all = load.ends();
                     CountDownLatch go = new CountDownLatch(1);
+                    AtomicLong closeBegan = new AtomicLong();
                     AtomicLong closeReturned = new AtomicLong();
                     Thread closer = new Thread(() -> {
                         try {
                             go.await();
                             Thread.sleep(Math.max(0, offset));
+                            closeBegan.set(System.nanoTime());
                             closing.close();
                             closeReturned.set(System.nanoTime());
                         } catch (InterruptedException e) {
@@ -150,14 +152,28 @@ class OwnershipLabTest {
                             closingWithCause++;
                         }
                     }
-                    if (closingWithCause > 0) {
-                        removalFirst++;
-                    } else {
+                    // the order: when the close began against when the removal first failed a connection
+                    long removalSeen = Long.MAX_VALUE;
+                    for (LoadedConnections.End end : all) {
+                        FabricException cause = end.closed.getNow(null);
+                        if (cause != null && String.valueOf(cause.getMessage()).contains("was removed")) {
+                            removalSeen = Math.min(removalSeen, end.closedAtNanos);
+                        }
+                    }
+                    long closeLead = removalSeen == Long.MAX_VALUE ? Long.MAX_VALUE
+                            : TimeUnit.NANOSECONDS.toMillis(removalSeen - closeBegan.get());
+                    if (closeLead > 0) {
                         closeFirst++;
+                    } else {
+                        removalFirst++;
                     }
                     System.out.println("OwnershipLabTest: round " + (round + 1) + ": " + (closeServer ? "server"
-                            : "client") + " transport closed " + offset + " ms after the delete; " + all.size()
-                            + " ends closed (" + roundCause + " with a cause) within " + teardown + " ms; round took "
+                            : "client") + " transport closed " + offset + " ms after the delete command, "
+                            + (closeLead == Long.MAX_VALUE ? "no end failed by the removal"
+                            : Math.abs(closeLead) + " ms " + (closeLead > 0 ? "before" : "after")
+                            + " the removal first failed a connection") + "; " + all.size() + " ends closed ("
+                            + roundCause + " with a cause, " + closingWithCause + " of the closed transport's)"
+                            + " within " + teardown + " ms; round took "
                             + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - roundStart) + " ms");
                 } finally {
                     if (delete != null && delete.isAlive()) {
@@ -177,8 +193,8 @@ class OwnershipLabTest {
         System.out.println("OwnershipLabTest: SUMMARY device deleted under load: " + ROUNDS + " rounds of 'rdma link "
                 + "delete " + RxeDevice.DEVICE + "' under " + CONNECTIONS + " streaming connections racing a transport "
                 + "close (server/client alternating, close " + CLOSE_OFFSETS_MS[0] + ".." + CLOSE_OFFSETS_MS[
-                CLOSE_OFFSETS_MS.length - 1] + " ms after the delete; closed transport's own close first in "
-                + closeFirst + " rounds, the removal first in " + removalFirst + "): " + ends + " connection ends, "
+                CLOSE_OFFSETS_MS.length - 1] + " ms after the delete command; the close began before the removal "
+                + "failed a connection in " + closeFirst + " rounds, after it in " + removalFirst + "): " + ends + " connection ends, "
                 + withCause + " failed with a cause, " + closedLocally + " closed locally, 0 left open; slowest "
                 + "teardown " + slowestTeardown + " ms; rdma resource show before " + before + ", after " + after
                 + "; hs_err files: " + (crashes.isEmpty() ? "none" : crashes) + "; took "
