@@ -52,8 +52,12 @@ class OwnershipLabTest {
     private static final int ROUNDS = 20;
     private static final int CONNECTIONS = 50;
     private static final int JMS_CONNECTIONS = 10;
-    /** When the transport close starts relative to the delete command (negative: before it). */
-    private static final int[] CLOSE_OFFSETS_MS = {-10, -4, 0, 3, 6, 10, 20, 40, 80, 150};
+    /**
+     * When the transport close starts: in the first half of the rounds this many ms after the delete command
+     * (negative: before it), long before the removal reaches the connections (about a second later in the lab); in
+     * the second half this many ms after the removal first failed a connection, while the rest are still failing.
+     */
+    private static final int[] CLOSE_OFFSETS_MS = {-10, -4, 0, 5, 20, 0, 2, 5, 10, 20};
     /** How long every end of every connection gets to close after the fault. */
     private static final long END_BOUND_MILLIS = 15_000;
 
@@ -82,6 +86,7 @@ class OwnershipLabTest {
                 long roundStart = System.nanoTime();
                 boolean closeServer = round % 2 == 0;
                 int offset = CLOSE_OFFSETS_MS[round / 2];
+                boolean afterRemoval = round >= ROUNDS / 2;
                 Process delete = null;
                 try (LoadedConnections load = new LoadedConnections(CONNECTIONS, 0, true)) {
                     RdmaTransport closing = closeServer ? load.serverTransport : load.clientTransport;
@@ -93,6 +98,10 @@ class OwnershipLabTest {
                     Thread closer = new Thread(() -> {
                         try {
                             go.await();
+                            if (afterRemoval && !load.firstRemoval.await(END_BOUND_MILLIS, TimeUnit.MILLISECONDS)) {
+                                System.out.println("OwnershipLabTest: no connection failed by the removal within "
+                                        + END_BOUND_MILLIS + " ms; closing anyway");
+                            }
                             Thread.sleep(Math.max(0, offset));
                             closeBegan.set(System.nanoTime());
                             closing.close();
@@ -152,6 +161,9 @@ class OwnershipLabTest {
                             closingWithCause++;
                         }
                     }
+                    for (LoadedConnections.End end : all) {
+                        assertEquals(1, end.closedCalls.get(), "onClosed calls of one connection end");
+                    }
                     // the order: when the close began against when the removal first failed a connection
                     long removalSeen = Long.MAX_VALUE;
                     for (LoadedConnections.End end : all) {
@@ -168,7 +180,8 @@ class OwnershipLabTest {
                         removalFirst++;
                     }
                     System.out.println("OwnershipLabTest: round " + (round + 1) + ": " + (closeServer ? "server"
-                            : "client") + " transport closed " + offset + " ms after the delete command, "
+                            : "client") + " transport closed " + offset + " ms after the "
+                            + (afterRemoval ? "removal's first failure, " : "delete command, ")
                             + (closeLead == Long.MAX_VALUE ? "no end failed by the removal"
                             : Math.abs(closeLead) + " ms " + (closeLead > 0 ? "before" : "after")
                             + " the removal first failed a connection") + "; " + all.size() + " ends closed ("
@@ -193,7 +206,8 @@ class OwnershipLabTest {
         System.out.println("OwnershipLabTest: SUMMARY device deleted under load: " + ROUNDS + " rounds of 'rdma link "
                 + "delete " + RxeDevice.DEVICE + "' under " + CONNECTIONS + " streaming connections racing a transport "
                 + "close (server/client alternating, close " + CLOSE_OFFSETS_MS[0] + ".." + CLOSE_OFFSETS_MS[
-                CLOSE_OFFSETS_MS.length - 1] + " ms after the delete command; the close began before the removal "
+                ROUNDS / 4 - 1] + " ms after the delete command or 0.." + CLOSE_OFFSETS_MS[ROUNDS / 2 - 1] + " ms after "
+                + "the removal first failed a connection; the close began before the removal "
                 + "failed a connection in " + closeFirst + " rounds, after it in " + removalFirst + "): " + ends + " connection ends, "
                 + withCause + " failed with a cause, " + closedLocally + " closed locally, 0 left open; slowest "
                 + "teardown " + slowestTeardown + " ms; rdma resource show before " + before + ", after " + after
