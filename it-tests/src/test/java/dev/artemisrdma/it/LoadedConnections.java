@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.artemisrdma.transport.ChannelHandler;
@@ -41,7 +42,7 @@ public final class LoadedConnections implements AutoCloseable {
         public final CompletableFuture<FabricException> closed = new CompletableFuture<>();
         public volatile long closedAtNanos;
         /** How many times onClosed was called (once, or the transport is wrong). */
-        public final java.util.concurrent.atomic.AtomicInteger closedCalls = new java.util.concurrent.atomic.AtomicInteger();
+        public final AtomicInteger closedCalls = new AtomicInteger();
         private final CountDownLatch removal;
 
         public End() {

@@ -126,7 +126,8 @@ class OwnershipLabTest {
                             cause = end.closed.get(Math.max(1, END_BOUND_MILLIS
                                     - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)), TimeUnit.MILLISECONDS);
                         } catch (TimeoutException e) {
-                            fail(hang("round " + (round + 1) + ": a connection end saw no onClosed within " + END_BOUND_MILLIS
+                            fail(hang("round " + (round + 1) + ": a connection end saw no onClosed within "
+                                    + END_BOUND_MILLIS
                                     + " ms (" + (closeServer ? "server" : "client") + " transport closed "
                                     + offset + " ms after the delete)"));
                             return;
@@ -147,7 +148,8 @@ class OwnershipLabTest {
                                 + END_BOUND_MILLIS + " ms"));
                     }
                     if (!delete.waitFor(20, TimeUnit.SECONDS)) {
-                        fail(hang("round " + (round + 1) + ": 'rdma link delete " + RxeDevice.DEVICE + "' still waits after "
+                        fail(hang("round " + (round + 1) + ": 'rdma link delete " + RxeDevice.DEVICE
+                                + "' still waits after "
                                 + "20 s: something on the device was not released (" + RdmaResources.now() + ")"));
                     }
                     assertEquals(0, delete.exitValue(), "rdma link delete: "
@@ -206,9 +208,11 @@ class OwnershipLabTest {
         System.out.println("OwnershipLabTest: SUMMARY device deleted under load: " + ROUNDS + " rounds of 'rdma link "
                 + "delete " + RxeDevice.DEVICE + "' under " + CONNECTIONS + " streaming connections racing a transport "
                 + "close (server/client alternating, close " + CLOSE_OFFSETS_MS[0] + ".." + CLOSE_OFFSETS_MS[
-                ROUNDS / 4 - 1] + " ms after the delete command or 0.." + CLOSE_OFFSETS_MS[ROUNDS / 2 - 1] + " ms after "
+                ROUNDS / 4 - 1] + " ms after the delete command or 0.." + CLOSE_OFFSETS_MS[ROUNDS / 2 - 1]
+                + " ms after "
                 + "the removal first failed a connection; the close began before the removal "
-                + "failed a connection in " + closeFirst + " rounds, after it in " + removalFirst + "): " + ends + " connection ends, "
+                + "failed a connection in " + closeFirst + " rounds, after it in " + removalFirst + "): " + ends
+                + " connection ends, "
                 + withCause + " failed with a cause, " + closedLocally + " closed locally, 0 left open; slowest "
                 + "teardown " + slowestTeardown + " ms; rdma resource show before " + before + ", after " + after
                 + "; hs_err files: " + (crashes.isEmpty() ? "none" : crashes) + "; took "
@@ -295,9 +299,10 @@ class OwnershipLabTest {
                 + "broker's RDMA acceptor stopped and restarted under " + JMS_CONNECTIONS + " JMS connections sending "
                 + "(" + sent + " messages in all): " + failed + " of " + ROUNDS * JMS_CONNECTIONS + " client "
                 + "connections failed with a cause (ExceptionListener), slowest " + slowestFailure + " ms after the "
-                + "stop began; slowest acceptor stop " + slowestStop + " ms; rdma resource show before the broker " + before
-                + ", after it stopped " + after + " (with the broker up, after round 0 " + brokerFirst + ", after round "
-                + ROUNDS + " " + brokerLast + ": loops and send slabs the shared transport grew under load); hs_err files: " + (crashes.isEmpty() ? "none" : crashes) + "; took "
+                + "stop began; slowest acceptor stop " + slowestStop + " ms; rdma resource show before the broker "
+                + before + ", after it stopped " + after + " (with the broker up: after a warm-up connection "
+                + brokerFirst + ", after round " + ROUNDS + " " + brokerLast + "); hs_err files: "
+                + (crashes.isEmpty() ? "none" : crashes) + "; took "
                 + (System.currentTimeMillis() - testStart) / 1000 + " s");
         assertEquals(before, after, "rdma resource show after " + ROUNDS + " acceptor stops and the broker's stop");
         assertEquals("", crashes, "hs_err files written during the test");
