@@ -84,8 +84,10 @@ final class RdmaConnector extends AbstractConnector {
         if (current == null) {
             return null;
         }
-        RdmaConnection connection = new RdmaConnection(configuration, handler, listener, closeExecutor, batchDelay,
+        LeaseOnLoss reporting = new LeaseOnLoss();
+        RdmaConnection connection = new RdmaConnection(configuration, handler, reporting, closeExecutor, batchDelay,
                 false);
+        reporting.connection = connection;
         RdmaChannel channel;
         try {
             ChannelHandler tracked = counting == null ? connection : counting.track(connection);
@@ -143,6 +145,53 @@ final class RdmaConnector extends AbstractConnector {
                 lease.close();
             }
             lease = null;
+        }
+    }
+
+    /**
+     * {@code lost} was this connector's connection and it failed: the lease goes now, kept open for a retry as
+     * {@link #close()} would. Artemis closes the connector of a lost connection only when it reconnects; with
+     * reconnectAttempts=0 it drops the connection and never closes the connector (ClientSessionFactoryImpl's
+     * checkCloseConnection closes it only while a connection is set), which left the transport open for good.
+     */
+    private synchronized void released(RdmaConnection lost) {
+        if (lost == null || lost != lastConnection || lease == null) {
+            return;
+        }
+        if (batchFlusher != null) {
+            batchFlusher.cancel(false);
+            batchFlusher = null;
+        }
+        lease.closeRetrying();
+        lease = null;
+    }
+
+    /** Artemis's listener, and then {@link #released} when the connection is reported lost. */
+    private final class LeaseOnLoss implements ClientConnectionLifeCycleListener {
+        volatile RdmaConnection connection;
+
+        @Override
+        public void connectionCreated(org.apache.activemq.artemis.core.server.ActiveMQComponent component,
+                                      Connection created, ClientProtocolManager protocol) {
+            listener.connectionCreated(component, created, protocol);
+        }
+
+        @Override
+        public void connectionDestroyed(Object connectionID, boolean failed) {
+            listener.connectionDestroyed(connectionID, failed);
+            if (failed) {
+                released(connection);
+            }
+        }
+
+        @Override
+        public void connectionException(Object connectionID, org.apache.activemq.artemis.api.core.ActiveMQException me) {
+            listener.connectionException(connectionID, me);
+        }
+
+        @Override
+        public void connectionReadyForWrites(Object connectionID, boolean ready) {
+            listener.connectionReadyForWrites(connectionID, ready);
         }
     }
 

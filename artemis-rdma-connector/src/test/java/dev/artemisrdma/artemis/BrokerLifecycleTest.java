@@ -73,4 +73,35 @@ class BrokerLifecycleTest {
             broker.close();
         }
     }
+
+    /**
+     * A client without reconnection whose connection is lost (here: the acceptor stopped under it) lets go of the
+     * shared transport. Artemis never closes the connector of such a connection (it closes a lost connection's
+     * connector only when it reconnects), so the connector gives its lease back itself; before, the transport, its
+     * completion loop and registered memory stayed open for the life of the JVM (found by OwnershipLabTest).
+     */
+    @Test
+    void aLostConnectionWithoutReconnectionLetsGoOfTheTransport() throws Exception {
+        int port = 61733;
+        int openBefore = RdmaRuntime.openTransports();
+        try (EmbeddedBroker broker = EmbeddedBroker.fromBrokerXml(dataDir, HOST, port)) {
+            // a configuration of its own: the client's transport is not shared with the broker's or another test's
+            try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create(
+                    "rdma://" + HOST + ":" + port + "?reconnectAttempts=0&receiveSlots=256")) {
+                Connection connection = cf.createConnection();
+                CountDownLatch failed = new CountDownLatch(1);
+                connection.setExceptionListener(e -> failed.countDown());
+                connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                broker.server().getRemotingService().getAcceptor("rdma").stop();
+                assertTrue(failed.await(5, TimeUnit.SECONDS), "the client told of the lost connection");
+                connection.close();
+                broker.server().getRemotingService().getAcceptor("rdma").start();
+            }
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RdmaRuntime.RETRY_LINGER_MS + 5_000);
+        while (RdmaRuntime.openTransports() > openBefore && System.nanoTime() < deadline) {
+            Thread.sleep(50);
+        }
+        assertEquals(openBefore, RdmaRuntime.openTransports(), "transports open after the broker and client closed");
+    }
 }

@@ -8,7 +8,9 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.artemisrdma.transport.ChannelHandler;
@@ -39,6 +41,18 @@ public final class LoadedConnections implements AutoCloseable {
         /** Completes with the cause, or null after a local close. */
         public final CompletableFuture<FabricException> closed = new CompletableFuture<>();
         public volatile long closedAtNanos;
+        /** How many times onClosed was called (once, or the transport is wrong). */
+        public final AtomicInteger closedCalls = new AtomicInteger();
+        private final CountDownLatch removal;
+
+        public End() {
+            this(null);
+        }
+
+        /** Counts {@code removal} down when this end fails because its device was removed. */
+        End(CountDownLatch removal) {
+            this.removal = removal;
+        }
 
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
@@ -47,7 +61,14 @@ public final class LoadedConnections implements AutoCloseable {
 
         @Override
         public void onClosed(RdmaChannel channel, FabricException cause) {
+            if (closedCalls.incrementAndGet() > 1) {
+                System.out.println("LoadedConnections: onClosed called again on " + channel.id() + " (" + cause + ")");
+                return;
+            }
             closedAtNanos = System.nanoTime();
+            if (removal != null && cause != null && String.valueOf(cause.getMessage()).contains("was removed")) {
+                removal.countDown();
+            }
             closed.complete(cause);
         }
     }
@@ -89,6 +110,8 @@ public final class LoadedConnections implements AutoCloseable {
     public final VerbsFabric fabric = new VerbsFabric();
     public final RdmaTransport serverTransport = RdmaTransport.create(fabric, config());
     public final RdmaTransport clientTransport = RdmaTransport.create(fabric, config());
+    /** Open until the first end fails because its device was removed. */
+    public final CountDownLatch firstRemoval = new CountDownLatch(1);
     private final List<End> ends = new ArrayList<>();
     private final List<End> serverEnds = new ArrayList<>();
     final List<RdmaChannel> clients = new ArrayList<>();
@@ -133,7 +156,7 @@ public final class LoadedConnections implements AutoCloseable {
     }
 
     private End newEnd(boolean atServer) {
-        End e = new End();
+        End e = new End(firstRemoval);
         synchronized (ends) {
             ends.add(e);
             if (atServer) {

@@ -52,8 +52,12 @@ class OwnershipLabTest {
     private static final int ROUNDS = 20;
     private static final int CONNECTIONS = 50;
     private static final int JMS_CONNECTIONS = 10;
-    /** When the transport close starts relative to the delete command (negative: before it). */
-    private static final int[] CLOSE_OFFSETS_MS = {-10, -4, 0, 3, 6, 10, 20, 40, 80, 150};
+    /**
+     * When the transport close starts: in the first half of the rounds this many ms after the delete command
+     * (negative: before it), long before the removal reaches the connections (about a second later in the lab); in
+     * the second half this many ms after the removal first failed a connection, while the rest are still failing.
+     */
+    private static final int[] CLOSE_OFFSETS_MS = {-10, -4, 0, 5, 20, 0, 2, 5, 10, 20};
     /** How long every end of every connection gets to close after the fault. */
     private static final long END_BOUND_MILLIS = 15_000;
 
@@ -82,17 +86,24 @@ class OwnershipLabTest {
                 long roundStart = System.nanoTime();
                 boolean closeServer = round % 2 == 0;
                 int offset = CLOSE_OFFSETS_MS[round / 2];
+                boolean afterRemoval = round >= ROUNDS / 2;
                 Process delete = null;
                 try (LoadedConnections load = new LoadedConnections(CONNECTIONS, 0, true)) {
                     RdmaTransport closing = closeServer ? load.serverTransport : load.clientTransport;
                     List<LoadedConnections.End> closingEnds = load.ends(closeServer);
                     List<LoadedConnections.End> all = load.ends();
                     CountDownLatch go = new CountDownLatch(1);
+                    AtomicLong closeBegan = new AtomicLong();
                     AtomicLong closeReturned = new AtomicLong();
                     Thread closer = new Thread(() -> {
                         try {
                             go.await();
+                            if (afterRemoval && !load.firstRemoval.await(END_BOUND_MILLIS, TimeUnit.MILLISECONDS)) {
+                                System.out.println("OwnershipLabTest: no connection failed by the removal within "
+                                        + END_BOUND_MILLIS + " ms; closing anyway");
+                            }
                             Thread.sleep(Math.max(0, offset));
+                            closeBegan.set(System.nanoTime());
                             closing.close();
                             closeReturned.set(System.nanoTime());
                         } catch (InterruptedException e) {
@@ -115,7 +126,8 @@ class OwnershipLabTest {
                             cause = end.closed.get(Math.max(1, END_BOUND_MILLIS
                                     - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)), TimeUnit.MILLISECONDS);
                         } catch (TimeoutException e) {
-                            fail(hang("round " + (round + 1) + ": a connection end saw no onClosed within " + END_BOUND_MILLIS
+                            fail(hang("round " + (round + 1) + ": a connection end saw no onClosed within "
+                                    + END_BOUND_MILLIS
                                     + " ms (" + (closeServer ? "server" : "client") + " transport closed "
                                     + offset + " ms after the delete)"));
                             return;
@@ -136,7 +148,8 @@ class OwnershipLabTest {
                                 + END_BOUND_MILLIS + " ms"));
                     }
                     if (!delete.waitFor(20, TimeUnit.SECONDS)) {
-                        fail(hang("round " + (round + 1) + ": 'rdma link delete " + RxeDevice.DEVICE + "' still waits after "
+                        fail(hang("round " + (round + 1) + ": 'rdma link delete " + RxeDevice.DEVICE
+                                + "' still waits after "
                                 + "20 s: something on the device was not released (" + RdmaResources.now() + ")"));
                     }
                     assertEquals(0, delete.exitValue(), "rdma link delete: "
@@ -150,14 +163,32 @@ class OwnershipLabTest {
                             closingWithCause++;
                         }
                     }
-                    if (closingWithCause > 0) {
-                        removalFirst++;
-                    } else {
+                    for (LoadedConnections.End end : all) {
+                        assertEquals(1, end.closedCalls.get(), "onClosed calls of one connection end");
+                    }
+                    // the order: when the close began against when the removal first failed a connection
+                    long removalSeen = Long.MAX_VALUE;
+                    for (LoadedConnections.End end : all) {
+                        FabricException cause = end.closed.getNow(null);
+                        if (cause != null && String.valueOf(cause.getMessage()).contains("was removed")) {
+                            removalSeen = Math.min(removalSeen, end.closedAtNanos);
+                        }
+                    }
+                    long closeLead = removalSeen == Long.MAX_VALUE ? Long.MAX_VALUE
+                            : TimeUnit.NANOSECONDS.toMillis(removalSeen - closeBegan.get());
+                    if (closeLead > 0) {
                         closeFirst++;
+                    } else {
+                        removalFirst++;
                     }
                     System.out.println("OwnershipLabTest: round " + (round + 1) + ": " + (closeServer ? "server"
-                            : "client") + " transport closed " + offset + " ms after the delete; " + all.size()
-                            + " ends closed (" + roundCause + " with a cause) within " + teardown + " ms; round took "
+                            : "client") + " transport closed " + offset + " ms after the "
+                            + (afterRemoval ? "removal's first failure, " : "delete command, ")
+                            + (closeLead == Long.MAX_VALUE ? "no end failed by the removal"
+                            : Math.abs(closeLead) + " ms " + (closeLead > 0 ? "before" : "after")
+                            + " the removal first failed a connection") + "; " + all.size() + " ends closed ("
+                            + roundCause + " with a cause, " + closingWithCause + " of the closed transport's)"
+                            + " within " + teardown + " ms; round took "
                             + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - roundStart) + " ms");
                 } finally {
                     if (delete != null && delete.isAlive()) {
@@ -177,8 +208,11 @@ class OwnershipLabTest {
         System.out.println("OwnershipLabTest: SUMMARY device deleted under load: " + ROUNDS + " rounds of 'rdma link "
                 + "delete " + RxeDevice.DEVICE + "' under " + CONNECTIONS + " streaming connections racing a transport "
                 + "close (server/client alternating, close " + CLOSE_OFFSETS_MS[0] + ".." + CLOSE_OFFSETS_MS[
-                CLOSE_OFFSETS_MS.length - 1] + " ms after the delete; closed transport's own close first in "
-                + closeFirst + " rounds, the removal first in " + removalFirst + "): " + ends + " connection ends, "
+                ROUNDS / 4 - 1] + " ms after the delete command or 0.." + CLOSE_OFFSETS_MS[ROUNDS / 2 - 1]
+                + " ms after "
+                + "the removal first failed a connection; the close began before the removal "
+                + "failed a connection in " + closeFirst + " rounds, after it in " + removalFirst + "): " + ends
+                + " connection ends, "
                 + withCause + " failed with a cause, " + closedLocally + " closed locally, 0 left open; slowest "
                 + "teardown " + slowestTeardown + " ms; rdma resource show before " + before + ", after " + after
                 + "; hs_err files: " + (crashes.isEmpty() ? "none" : crashes) + "; took "
@@ -265,9 +299,10 @@ class OwnershipLabTest {
                 + "broker's RDMA acceptor stopped and restarted under " + JMS_CONNECTIONS + " JMS connections sending "
                 + "(" + sent + " messages in all): " + failed + " of " + ROUNDS * JMS_CONNECTIONS + " client "
                 + "connections failed with a cause (ExceptionListener), slowest " + slowestFailure + " ms after the "
-                + "stop began; slowest acceptor stop " + slowestStop + " ms; rdma resource show before the broker " + before
-                + ", after it stopped " + after + " (with the broker up, after round 0 " + brokerFirst + ", after round "
-                + ROUNDS + " " + brokerLast + ": loops and send slabs the shared transport grew under load); hs_err files: " + (crashes.isEmpty() ? "none" : crashes) + "; took "
+                + "stop began; slowest acceptor stop " + slowestStop + " ms; rdma resource show before the broker "
+                + before + ", after it stopped " + after + " (with the broker up: after a warm-up connection "
+                + brokerFirst + ", after round " + ROUNDS + " " + brokerLast + "); hs_err files: "
+                + (crashes.isEmpty() ? "none" : crashes) + "; took "
                 + (System.currentTimeMillis() - testStart) / 1000 + " s");
         assertEquals(before, after, "rdma resource show after " + ROUNDS + " acceptor stops and the broker's stop");
         assertEquals("", crashes, "hs_err files written during the test");
