@@ -7,8 +7,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -37,7 +35,6 @@ import org.apache.activemq.artemis.spi.core.remoting.BufferHandler;
 import org.apache.activemq.artemis.spi.core.remoting.Connection;
 import org.apache.activemq.artemis.spi.core.remoting.ReadyListener;
 import org.apache.activemq.artemis.utils.SocketAddressUtil;
-import org.apache.activemq.artemis.utils.actors.OrderedExecutor;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
@@ -47,12 +44,6 @@ import org.slf4j.event.Level;
  * sent as one transport frame, straight from registered memory when the packet was encoded into a buffer of
  * {@link #createTransportBuffer}; each received frame is handed to Artemis as one packet ({@code capacity == 4 +
  * length}, {@code readerIndex == 4}). Carries CORE only: no protocol handling, no event loop.
- *
- * <p>Ready listeners follow one rule, whoever registered them (see the back-pressure section for why): they run one
- * at a time, in the order fired, on an ordered executor of this connection's own, never inside {@code isWritable} and
- * never on the completion loop, so one that blocks holds up neither the loop nor another connection; and a thread
- * whose last {@code blockUntilWritable} answered false drives its own writes, so {@code isWritable} answers it in place
- * (a bounded wait, then true) instead of calling it back from another thread.
  */
 final class RdmaConnection implements Connection, ChannelHandler {
 
@@ -71,20 +62,17 @@ final class RdmaConnection implements Connection, ChannelHandler {
     static final LongAdder COPIED_PACKETS = new LongAdder();
     /** Longest single wait for writability; a close is not signalled, so waits are bounded and repeated. */
     private static final long RESUME_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    private static final String REPLICATION_MANAGER = "org.apache.activemq.artemis.core.replication.ReplicationManager";
 
     private final Map<String, Object> endpointParams;
     private final BufferHandler handler;
     private final BaseConnectionLifeCycleListener<?> listener;
     private final Executor listenerExecutor;
-    /** Where ready listeners run: one at a time, in the order they were fired, never on the completion loop. */
-    private final Executor readyExecutor;
     private final boolean batching;
     private final boolean directDeliver;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final List<ReadyListener> readyListeners = new ArrayList<>();
     private final Object writableSignal = new Object();
-    /** Threads whose last blockUntilWritable answered false: they drive their own writes (see isWritable). */
-    private final Set<Thread> refusedProbes = ConcurrentHashMap.newKeySet();
     /** The channel's completion loop thread, learned from its callbacks (they all come from it). */
     private volatile Thread loopThread;
     private volatile RdmaChannel channel;
@@ -97,8 +85,8 @@ final class RdmaConnection implements Connection, ChannelHandler {
      *                         configuration, whole (Artemis makes a factory's later connections from the first one's
      *                         description), or what a client needs to reach an acceptor
      *                         ({@link RdmaParameters#connectorParams})
-     * @param listenerExecutor where a lost peer is reported and, through an ordered executor of this connection's
-     *                         own, ready listeners are called, off the transport's completion thread
+     * @param listenerExecutor where a lost peer is reported and ready listeners are called, off the transport's
+     *                         completion thread
      * @param batchDelay       &gt; 0: batched writes wait for {@link #checkFlushBatchBuffer} (scheduled by the owner)
      */
     RdmaConnection(Map<String, ?> endpointParams, BufferHandler handler, BaseConnectionLifeCycleListener<?> listener,
@@ -107,7 +95,6 @@ final class RdmaConnection implements Connection, ChannelHandler {
         this.handler = handler;
         this.listener = listener;
         this.listenerExecutor = listenerExecutor;
-        this.readyExecutor = new OrderedExecutor(listenerExecutor);
         this.batching = batchDelay > 0;
         this.directDeliver = directDeliver;
     }
@@ -315,25 +302,18 @@ final class RdmaConnection implements Connection, ChannelHandler {
     // ---- back-pressure ----
     //
     // The contract for isWritable(listener): it answers true, or it registers the listener and answers false, and
-    // then the listener is called once, later, after the channel turned writable again. It never calls the listener
-    // itself: the check and the registration happen under the lock the writability notification takes to collect the
-    // listeners, so no notification falls in between.
+    // then the listener is called once, later, off the completion loop (which must keep polling), after the channel
+    // turned writable again. It never calls the listener itself: the check and the registration happen under the
+    // lock the writability notification takes to collect the listeners, so no notification falls in between.
     //
-    // The rule for every ready listener, whoever registered it:
-    // 1. Ready listeners run on this connection's own ordered executor (over the executor it was given): one at a
-    //    time, in the order they were fired, never inline in isWritable and never on the completion loop. A listener
-    //    that blocks holds up only the listeners of its own connection, never the loop that serves every connection
-    //    (it must keep polling: it alone makes channels writable) nor another connection's listeners. The hop is paid
-    //    only when a listener is waiting: fireReady with none registered returns at once.
-    // 2. A thread whose last blockUntilWritable on this connection answered false, and that then asks
-    //    isWritable(listener), drives its writes itself, on its own executor (probe, send while writable, then
-    //    register a resume): it is answered in place, as blockUntilWritable would answer it (a bounded wait on the
-    //    writability signal, then true), and its listener is never registered. A callback from any other thread would
-    //    run its resume beside the sending loop on its own executor, and a sender that keeps its flags unsynchronised
-    //    (as a sender confined to one executor may) loses the resume between the two and stalls. Answered in place,
-    //    it sends again from its own executor once the channel drained. Artemis's replication (blockUntilWritable(0)
-    //    probes, then isWritable(onResume), assuming a Netty event loop's callback thread) is such a sender; a sender
-    //    that never probes gets the callback of rule 1.
+    // One caller cannot live with a callback from another thread: Artemis's ReplicationManager drives the primary's
+    // end of a replication connection from its own ordered executor ("while (blockUntilWritable(0)) send", then
+    // "if (!isWritable(onResume)) awaitingResume = true") with plain, non-volatile flags and a single-consumer
+    // queue, and assumes onResume runs on that executor, as Netty's event loop guarantees. Called from here it runs
+    // beside a flusher that the next replicated packet starts on the executor, and the two lose the resume between
+    // them: replication stalls until the initial sync times out (seen on FakeFabric with a 64 KiB high-water mark).
+    // So that listener is never registered: isWritable waits in place (on a signal, bounded) and answers true, and
+    // the manager re-submits its flusher to its own executor, which sends again once the channel drained.
     //
     // blockUntilWritable waits on the same signal, never spins, and never waits on the completion loop thread: that
     // thread is the only one that can make the channel writable, so there it just answers.
@@ -343,7 +323,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
         if (channel.isWritable()) {
             return true;
         }
-        if (refusedProbes.remove(Thread.currentThread())) {
+        if (needsItsOwnThread(readyListener)) {
             awaitWritable(RESUME_WAIT_NANOS);
             return true;
         }
@@ -358,7 +338,12 @@ final class RdmaConnection implements Connection, ChannelHandler {
         }
     }
 
-    /** Calls the registered ready listeners on the ordered ready executor; {@code false} is ignored, as by Netty. */
+    /** Listeners of Artemis's replication, which must run on the replication executor (see above). */
+    static boolean needsItsOwnThread(ReadyListener readyListener) {
+        return readyListener.getClass().getName().startsWith(REPLICATION_MANAGER);
+    }
+
+    /** Calls the registered ready listeners, off the calling thread; {@code false} is ignored, as by Netty. */
     @Override
     public void fireReady(boolean ready) {
         if (!ready) {
@@ -372,7 +357,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
             toCall = new ArrayList<>(readyListeners);
             readyListeners.clear();
         }
-        readyExecutor.execute(() -> {
+        listenerExecutor.execute(() -> {
             for (ReadyListener readyListener : toCall) {
                 try {
                     readyListener.readyForWriting();
@@ -401,18 +386,6 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     @Override
     public boolean blockUntilWritable(long timeout, TimeUnit timeUnit) {
-        boolean writable = waitUntilWritable(timeout, timeUnit);
-        if (writable) {
-            if (!refusedProbes.isEmpty()) {
-                refusedProbes.remove(Thread.currentThread());
-            }
-        } else {
-            refusedProbes.add(Thread.currentThread()); // see the rule above isWritable
-        }
-        return writable;
-    }
-
-    private boolean waitUntilWritable(long timeout, TimeUnit timeUnit) {
         if (Thread.currentThread() == loopThread) {
             return channel.isWritable();
         }
