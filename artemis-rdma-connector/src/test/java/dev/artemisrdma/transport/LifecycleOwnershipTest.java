@@ -234,10 +234,11 @@ class LifecycleOwnershipTest {
             Peers.await("the first frame in the handler", 5000, () -> server.count() == 1);
             c.client.write(ByteBuffer.wrap(new byte[] {2}), true);
             secondSent.countDown();
-            Peers.await("the second frame", 5000, () -> server.count() == 2);
+            // the frame is counted before the handler records what it saw: wait for the record itself
+            Peers.await("the second frame", 5000, () -> provenAtSecondFrame.get() != null);
             assertFalse(provenAtSecondFrame.get(), "the held batch, which began before the fence, proved the drain");
             c.client.write(ByteBuffer.wrap(new byte[] {3}), true);
-            Peers.await("the third frame", 5000, () -> server.count() == 3);
+            Peers.await("the third frame", 5000, () -> provenAtThirdFrame.get() != null);
             assertTrue(provenAtThirdFrame.get(), "a poll that began after the fence and drained the queue proved nothing");
         }
     }
