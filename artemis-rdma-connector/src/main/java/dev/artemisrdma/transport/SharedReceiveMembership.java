@@ -63,11 +63,6 @@ final class SharedReceiveMembership {
         return pool.queue();
     }
 
-    /** Credits the pool granted the channel now (0 when not a member). */
-    int credits() {
-        return allocation == null ? 0 : allocation.credits();
-    }
-
     /** Whether a recall down to {@code keep} asks anything of this channel: its window grew beyond it. */
     boolean holdsMoreThan(int keep) {
         return allocation != null && allocation.credits() > keep;
