@@ -213,8 +213,11 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             try {
                 return connectOnce(remote, handler);
             } catch (RecallPending e) {
-                if (System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(pause) - start > retryFor) {
-                    throw e;
+                long waited = System.nanoTime() - start;
+                if (waited + TimeUnit.MILLISECONDS.toNanos(pause) > retryFor) {
+                    throw new FabricException(e.getMessage() + " (still refused after retrying for "
+                            + TimeUnit.NANOSECONDS.toMillis(waited) + " ms: the listener's completion loops stay "
+                            + "full; raise maxCompletionLoops or sharedReceiveSlots there)", e);
                 }
             }
             try {

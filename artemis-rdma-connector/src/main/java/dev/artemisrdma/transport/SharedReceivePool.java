@@ -67,6 +67,8 @@ final class SharedReceivePool implements AutoCloseable {
     private static final int GROWTH_STEP = 8;
     /** Recalls of one pool are at least this far apart. */
     static final long RECALL_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** Recalls in a row that brought nothing back, after which a refused admission is told the loops are full. */
+    static final int FRUITLESS_RECALLS = 2;
 
     /** The credits one connection holds on the pool; guarded by the pool. */
     static final class Allocation {
@@ -98,6 +100,13 @@ final class SharedReceivePool implements AutoCloseable {
     /** A refused admission asked: the next tick recalls without waiting out the interval. */
     private boolean recallUrgent;
     private long lastRecall = System.nanoTime() - RECALL_INTERVAL_NANOS;
+    /**
+     * {@link #creditsReleased} when a recall began at {@code recallMarkTime}, and how many recalls in a row, each at
+     * least an interval after the one marked before, found that none had come back since.
+     */
+    private long releasedAtRecallMark = -1;
+    private long recallMarkTime;
+    private int fruitlessRecalls;
     private boolean closed;
 
     volatile long receivesConsumed;
@@ -302,10 +311,13 @@ final class SharedReceivePool implements AutoCloseable {
 
     /**
      * Whether a recall is wanted or ran within {@link #RECALL_INTERVAL_NANOS}, while some window is still grown: an
-     * admission refused now may find room a round trip later.
+     * admission refused now may find room a round trip later. Not once {@value #FRUITLESS_RECALLS} recalls in a row
+     * brought nothing back (the windows' holders do not answer, or hold only credits they were never sent): then a
+     * refusal says the loops are full, instead of asking the peer to retry in vain.
      */
     synchronized boolean recallUnderWay(long now) {
-        return grown() > 0 && (recallWanted || now - lastRecall < RECALL_INTERVAL_NANOS);
+        return grown() > 0 && fruitlessRecalls < FRUITLESS_RECALLS
+                && (recallWanted || now - lastRecall < RECALL_INTERVAL_NANOS);
     }
 
     /**
@@ -324,6 +336,13 @@ final class SharedReceivePool implements AutoCloseable {
         lastRecall = now;
         recallWanted = false;
         recallUrgent = false;
+        // the marked recall had an interval to be answered (refusals recall sooner): did any credit come back?
+        if (releasedAtRecallMark < 0 || now - recallMarkTime >= RECALL_INTERVAL_NANOS) {
+            fruitlessRecalls = releasedAtRecallMark >= 0 && creditsReleased == releasedAtRecallMark
+                    ? fruitlessRecalls + 1 : 0;
+            releasedAtRecallMark = creditsReleased;
+            recallMarkTime = now;
+        }
         recalls++;
         return true;
     }
