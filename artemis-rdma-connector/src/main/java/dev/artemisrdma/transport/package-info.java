@@ -7,7 +7,8 @@
  * with {@code ListenerStats}), and {@code BoundedClose}, which closes many channels within a bound. It is the
  * composition root, so it imports every package beneath it and none imports it.
  *
- * <p>Layout, each package importing only those below it (checked by counting imports that run upward: none):
+ * <p>Layout, top first, each package importing only those below it ({@code PackageLayersTest} fails on an import
+ * that runs upward):
  * <ol>
  * <li>{@code transport.channel}: one channel's parts, {@code RdmaChannelImpl} wiring its lifecycle, resources, send
  * side and receive side; it sees the transport only as {@code ChannelHost}.</li>
