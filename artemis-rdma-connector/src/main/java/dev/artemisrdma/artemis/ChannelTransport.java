@@ -3,11 +3,11 @@ package dev.artemisrdma.artemis;
 import java.net.InetSocketAddress;
 import java.util.function.Function;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.LoopStats;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.LoopStats;
 
 /** What the Artemis adapters need from the transport: listen and connect. One instance is shared per settings. */
 interface ChannelTransport extends AutoCloseable {

@@ -4,12 +4,12 @@ import java.nio.ByteBuffer;
 import java.util.function.Supplier;
 import java.util.function.ToLongFunction;
 
-import dev.artemisrdma.transport.ChannelGroupStats;
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.ListenerStats;
-import dev.artemisrdma.transport.LoopStats;
-import dev.artemisrdma.transport.RdmaChannel;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.ChannelGroupStats;
+import dev.artemisrdma.transport.stats.LoopStats;
 
 /**
  * The counters of one endpoint (an acceptor, or the connectors of one client connection factory): the transport

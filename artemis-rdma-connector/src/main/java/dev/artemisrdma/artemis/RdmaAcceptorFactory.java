@@ -5,7 +5,7 @@ import java.util.Map;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ScheduledExecutorService;
 
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.config.TransportConfig;
 import org.apache.activemq.artemis.api.core.client.ActiveMQClient;
 import org.apache.activemq.artemis.core.server.cluster.ClusterConnection;
 import org.apache.activemq.artemis.core.server.metrics.MetricsManager;

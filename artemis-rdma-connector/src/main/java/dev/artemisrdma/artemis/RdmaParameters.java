@@ -10,7 +10,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
 
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.config.TransportConfig;
 import org.apache.activemq.artemis.api.config.ActiveMQDefaultConfiguration;
 import org.apache.activemq.artemis.utils.ConfigurationHelper;
 

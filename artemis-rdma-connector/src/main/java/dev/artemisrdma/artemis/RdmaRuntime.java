@@ -11,9 +11,9 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.TransportConfig;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;

@@ -3,7 +3,7 @@ package dev.artemisrdma.artemis;
 import java.nio.ByteBuffer;
 import java.util.function.IntFunction;
 
-import dev.artemisrdma.transport.SendBuffer;
+import dev.artemisrdma.transport.api.SendBuffer;
 import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.buffer.UnpooledDirectByteBuf;
 

@@ -3,14 +3,14 @@ package dev.artemisrdma.artemis;
 import java.net.InetSocketAddress;
 import java.util.function.Function;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.Fabric;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.LoopStats;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.LoopStats;
 
 /** {@link ChannelTransport} on the transport protocol, {@link RdmaTransport}. */
 final class TransportAdapter implements ChannelTransport {

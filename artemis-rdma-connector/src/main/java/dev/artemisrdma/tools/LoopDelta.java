@@ -1,6 +1,6 @@
 package dev.artemisrdma.tools;
 
-import dev.artemisrdma.transport.LoopStats;
+import dev.artemisrdma.transport.stats.LoopStats;
 
 import java.util.Locale;
 

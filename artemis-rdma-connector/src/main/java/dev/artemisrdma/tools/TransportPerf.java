@@ -1,15 +1,14 @@
 package dev.artemisrdma.tools;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.Fabric;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.LoopStats;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.SendBuffer;
-import dev.artemisrdma.transport.TransportConfig;
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.Fabric;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.LoopStats;
 import org.HdrHistogram.Histogram;
 
 import java.net.InetSocketAddress;
@@ -137,7 +136,7 @@ final class TransportPerf {
                 if (client.failure.get() != null) {
                     throw new FabricException("run failed: " + client.failure.get());
                 }
-                System.out.println("rdmaperf: transport stats " + TransportStats.of(channel));
+                System.out.println("rdmaperf: transport stats " + channel.stats());
                 System.out.println("rdmaperf: loop stats " + LoopDelta.of(LoopStats.NONE, transport.loopStats()));
                 System.out.println(ProcessCpu.line(client.startCpu, client.endCpu, options.iters()));
                 System.out.println(JitTime.line(client.startJit, client.endJit));

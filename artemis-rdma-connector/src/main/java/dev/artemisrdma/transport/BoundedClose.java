@@ -16,6 +16,10 @@ import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.channel.RdmaChannelImpl;
+import dev.artemisrdma.transport.config.TransportConfig;
+
 /**
  * Closes many things at once, within a bound: the one close mechanism of the transport ({@link RdmaTransport#close})
  * and of the broker's acceptor. An orderly close waits for the peer (its credits, its acknowledgements); one by one,

@@ -1,5 +1,8 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+
 /** Decides on each incoming connection of an {@link RdmaServer}. */
 @FunctionalInterface
 public interface ChannelAcceptor {

@@ -16,6 +16,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
 
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.channel.ChannelHost;
+import dev.artemisrdma.transport.channel.HandshakeDeadline;
+import dev.artemisrdma.transport.channel.RdmaChannelImpl;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
@@ -29,6 +35,14 @@ import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.flow.BufferPool;
+import dev.artemisrdma.transport.flow.ReassemblyBudget;
+import dev.artemisrdma.transport.flow.SharedReceivePool;
+import dev.artemisrdma.transport.loop.CompletionLoop;
+import dev.artemisrdma.transport.loop.LoopChannel;
+import dev.artemisrdma.transport.loop.SpinBudget;
+import dev.artemisrdma.transport.stats.LoopStats;
+import dev.artemisrdma.transport.wire.Handshake;
 
 /**
  * The RDMA transport: reliable, ordered, message-preserving channels over RC queue pairs of a {@link Fabric},
@@ -584,7 +598,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
      * transport started (pools of loops taken out of service included), for monitoring.
      */
     public long sharedReceiveCreditsRecalled() {
-        return sumOverEveryPool(p -> p.creditsReleased);
+        return sumOverEveryPool(SharedReceivePool::creditsReleased);
     }
 
     /**
@@ -594,7 +608,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
      * windows: the pools are too small for the load.
      */
     public long sharedReceiveRecalls() {
-        return sumOverEveryPool(p -> p.recalls);
+        return sumOverEveryPool(SharedReceivePool::recalls);
     }
 
     private long sumOverEveryPool(ToLongFunction<SharedReceivePool> counter) {

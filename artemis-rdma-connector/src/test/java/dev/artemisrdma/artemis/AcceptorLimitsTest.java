@@ -15,10 +15,10 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.BoundedClose;
-import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.RdmaChannel;
-import dev.artemisrdma.transport.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;
 import org.apache.activemq.artemis.spi.core.protocol.ProtocolManager;

@@ -12,7 +12,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.TransportStats;
 import jakarta.jms.Connection;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
@@ -161,11 +160,11 @@ class ClusterOverRdmaTest {
         int links = 0;
         for (RemotingConnection connection : server.getRemotingService().getConnections()) {
             RdmaConnection rdma = assertInstanceOf(RdmaConnection.class, connection.getTransportConnection());
-            while (TransportStats.of(rdma.channel()).framesReceived() == 0 && rdma.channel().isOpen()
+            while (rdma.channel().stats().framesReceived() == 0 && rdma.channel().isOpen()
                     && System.nanoTime() < deadline) {
                 Thread.sleep(20);
             }
-            assertTrue(TransportStats.of(rdma.channel()).framesReceived() > 0 || !rdma.channel().isOpen(),
+            assertTrue(rdma.channel().stats().framesReceived() > 0 || !rdma.channel().isOpen(),
                     "idle link " + rdma);
             links++;
         }

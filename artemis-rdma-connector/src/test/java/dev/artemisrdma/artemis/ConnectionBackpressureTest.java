@@ -19,7 +19,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.config.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQBuffer;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;
@@ -246,7 +246,7 @@ class ConnectionBackpressureTest {
     }
 
     /** A channel whose writability answers follow a script (then stay at the last answer); nothing is sent. */
-    private static final class ScriptedChannel implements dev.artemisrdma.transport.RdmaChannel {
+    private static final class ScriptedChannel implements dev.artemisrdma.transport.api.RdmaChannel {
         final Queue<Boolean> answers;
         volatile boolean last;
 
@@ -279,12 +279,12 @@ class ConnectionBackpressureTest {
         }
 
         @Override
-        public dev.artemisrdma.transport.SendBuffer allocate(int capacity) {
+        public dev.artemisrdma.transport.api.SendBuffer allocate(int capacity) {
             throw new UnsupportedOperationException();
         }
 
         @Override
-        public void write(dev.artemisrdma.transport.SendBuffer buffer, boolean flush) {
+        public void write(dev.artemisrdma.transport.api.SendBuffer buffer, boolean flush) {
         }
 
         @Override
@@ -310,6 +310,26 @@ class ConnectionBackpressureTest {
 
         @Override
         public void forceClose() {
+        }
+
+        @Override
+        public dev.artemisrdma.transport.stats.TransportStats stats() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public dev.artemisrdma.transport.stats.ChannelCounters counters() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public long registeredBytes() {
+            return 0;
+        }
+
+        @Override
+        public SharedPool sharedPool() {
+            return null;
         }
     }
 

@@ -9,10 +9,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.RdmaChannel;
-import dev.artemisrdma.transport.TransportConfig;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 

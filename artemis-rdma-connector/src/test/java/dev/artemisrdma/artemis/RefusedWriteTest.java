@@ -13,8 +13,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.SendMemoryException;
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.api.SendMemoryException;
+import dev.artemisrdma.transport.config.TransportConfig;
 import org.apache.activemq.artemis.api.core.ActiveMQBuffer;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
 import org.apache.activemq.artemis.core.server.ActiveMQComponent;

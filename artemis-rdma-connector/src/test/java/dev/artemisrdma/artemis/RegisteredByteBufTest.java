@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.function.IntFunction;
 
-import dev.artemisrdma.transport.SendBuffer;
+import dev.artemisrdma.transport.api.SendBuffer;
 import org.junit.jupiter.api.Test;
 
 class RegisteredByteBufTest {

@@ -2,7 +2,7 @@ package dev.artemisrdma.tools;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.artemisrdma.transport.LoopStats;
+import dev.artemisrdma.transport.stats.LoopStats;
 import org.junit.jupiter.api.Test;
 
 /** The loop statistics RdmaPerf prints per run (client) and per connection (server): what happened in between. */

@@ -12,6 +12,8 @@ import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.AddressingException;
 import dev.artemisrdma.transport.fabric.ConnectOptions;

@@ -15,6 +15,9 @@ import java.util.stream.Collectors;
 
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.channel.RdmaChannelImpl;
+import dev.artemisrdma.transport.config.TransportConfig;
+
 /** The one close mechanism: parallel, bounded, names what did not close, leaves no thread behind. */
 class BoundedCloseTest {
 

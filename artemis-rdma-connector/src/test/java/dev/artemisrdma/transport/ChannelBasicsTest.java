@@ -8,6 +8,7 @@ import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 class ChannelBasicsTest {
@@ -52,13 +53,5 @@ class ChannelBasicsTest {
                 assertEquals(Peers.crc(Peers.payload(2, i, 1 + i % 900)), c.serverSide.crcs.get(i));
             }
         }
-    }
-
-    @Test
-    void creditThresholdLeavesRoomForGroupedReposts() {
-        assertEquals(56, TransportConfig.effectiveCreditThreshold(64, 64, 8));
-        assertEquals(16, TransportConfig.effectiveCreditThreshold(64, 16, 8));
-        assertEquals(1, TransportConfig.effectiveCreditThreshold(1, 1, 1));
-        assertEquals(1, TransportConfig.effectiveCreditThreshold(2, 2, 1));
     }
 }

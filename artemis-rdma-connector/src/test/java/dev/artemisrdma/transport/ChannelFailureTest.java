@@ -14,6 +14,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.FrameTooLargeException;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
@@ -24,6 +27,9 @@ import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.stats.ChannelCounters;
+import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.wire.Handshake;
 
 /** Handshake refusals, errors, disconnects and closes, each with its cause and a clean release. */
 class ChannelFailureTest {
@@ -193,7 +199,7 @@ class ChannelFailureTest {
                     && cause.getMessage().contains(c.client.id()), cause.getMessage());
             assertNotNull(c.serverSide.closed.get(5, TimeUnit.SECONDS), "the server hears of the disconnect");
             // counted for monitoring by kind; the flushes that follow are completions, not errors
-            ChannelCounters counted = ChannelCounters.of(c.client);
+            ChannelCounters counted = c.client.counters();
             assertEquals(1, counted.retryErrors());
             assertEquals(0, counted.otherErrors() + counted.rnrRetryErrors());
             assertTrue(counted.completions() >= 1);
@@ -266,7 +272,7 @@ class ChannelFailureTest {
             Peers.await("the window", 5000, () -> c.serverSide.count() == 8);
             Thread.sleep(50);
             assertEquals(8, c.serverSide.count(), "frames beyond the credits given");
-            assertTrue(TransportStats.of(c.client).creditStalls() >= 1);
+            assertTrue(c.client.stats().creditStalls() >= 1);
             c.serverChannel.setAutoRead(true);
             Peers.await("the rest", 5000, () -> c.serverSide.count() == total);
             for (int i = 0; i < total; i++) {
@@ -284,7 +290,7 @@ class ChannelFailureTest {
                 c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 40)), i == 3);
             }
             Peers.await("the first four", 5000, () -> c.serverSide.count() == 4);
-            TransportStats first = TransportStats.of(c.client);
+            TransportStats first = c.client.stats();
             assertEquals(1, first.packedSends(), first.toString());
             assertEquals(1, first.inlineSends(), "a 184-byte SEND goes inline: " + first);
             // flushed every four frames: packs of four at least (flushes behind a SEND in flight wait for it and
@@ -293,7 +299,7 @@ class ChannelFailureTest {
                 c.client.write(ByteBuffer.wrap(Peers.payload(5, i, 40)), i % 4 == 3);
             }
             Peers.await("frames", 5000, () -> c.serverSide.count() == 200);
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             assertEquals(200, s.framesSent());
             // nothing posts a group before its writer flushed it (the loop's flushes leave it alone): 4 a SEND or more
             assertTrue(s.framesPerDataSend() >= 4, s.toString());

@@ -5,29 +5,32 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+
 /** A fake fabric, a server transport and a client transport, one channel between them. */
-final class Connection implements AutoCloseable {
+public final class Connection implements AutoCloseable {
 
-    final FakeFabric fabric;
-    final RdmaTransport serverTransport;
-    final RdmaTransport clientTransport;
+    public final FakeFabric fabric;
+    public final RdmaTransport serverTransport;
+    public final RdmaTransport clientTransport;
     final RdmaServer server;
-    final Peers.Recorder serverSide;
-    final Peers.Recorder clientSide;
-    final RdmaChannel client;
-    final RdmaChannel serverChannel;
+    public final Peers.Recorder serverSide;
+    public final Peers.Recorder clientSide;
+    public final RdmaChannel client;
+    public final RdmaChannel serverChannel;
 
-    Connection(TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
+    public Connection(TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
         this(new FakeFabric(), serverConfig, clientConfig);
     }
 
-    Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
+    public Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig) throws Exception {
         this(fabric, serverConfig, clientConfig, new Peers.Recorder(), new Peers.Recorder());
     }
 
     /** With handlers of the test's own (e.g. {@link Peers.HoldingRecorder}). */
-    Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig, Peers.Recorder serverSide,
-               Peers.Recorder clientSide) throws Exception {
+    public Connection(FakeFabric fabric, TransportConfig serverConfig, TransportConfig clientConfig,
+                      Peers.Recorder serverSide, Peers.Recorder clientSide) throws Exception {
         this.fabric = fabric;
         this.serverSide = serverSide;
         this.clientSide = clientSide;

@@ -151,7 +151,8 @@ public final class FakeFabric implements Fabric {
     volatile boolean receivesPolledBeforeDestroy;
     volatile boolean stallHandshakes;
     /** The longest a listener's handler held the connection-manager thread with one request (rdma_cm's thread). */
-    final java.util.concurrent.atomic.AtomicLong longestRequestNanos = new java.util.concurrent.atomic.AtomicLong();
+    public final java.util.concurrent.atomic.AtomicLong longestRequestNanos =
+            new java.util.concurrent.atomic.AtomicLong();
     volatile boolean holdPassiveEstablished;
     final AtomicInteger establishedByPeer = new AtomicInteger();
     final List<Runnable> heldEstablished = new ArrayList<>();

@@ -7,22 +7,24 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
  * A server transport on a fake fabric that hostile {@link RawPeer}s attack, plus a well-behaved client transport to
  * prove after each attack that the server still serves. Every accepted channel's handler is recorded.
  */
-final class HostileServerFixture implements AutoCloseable {
+public final class HostileServerFixture implements AutoCloseable {
 
-    final FakeFabric fabric = new FakeFabric();
-    final RdmaTransport server;
+    public final FakeFabric fabric = new FakeFabric();
+    public final RdmaTransport server;
     final RdmaServer listener;
-    final List<Peers.Recorder> accepted = new CopyOnWriteArrayList<>();
-    final List<RdmaChannel> channels = new CopyOnWriteArrayList<>();
+    public final List<Peers.Recorder> accepted = new CopyOnWriteArrayList<>();
+    public final List<RdmaChannel> channels = new CopyOnWriteArrayList<>();
     private final RdmaTransport client;
 
-    HostileServerFixture(TransportConfig serverConfig) throws FabricException {
+    public HostileServerFixture(TransportConfig serverConfig) throws FabricException {
         server = RdmaTransport.create(fabric, serverConfig);
         client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0).build());
         listener = server.listen(Peers.serverAddress(), ch -> {
@@ -33,21 +35,21 @@ final class HostileServerFixture implements AutoCloseable {
         });
     }
 
-    RawPeer attacker(byte[] handshake) throws Exception {
+    public RawPeer attacker(byte[] handshake) throws Exception {
         return RawPeer.connect(fabric, listener.localAddress(), handshake);
     }
 
-    RawPeer attacker() throws Exception {
+    public RawPeer attacker() throws Exception {
         return attacker(RawPeer.honestHandshake());
     }
 
     /** The cause the server gave for closing the {@code n}th connection it accepted. */
-    FabricException closeCause(int n) throws Exception {
+    public FabricException closeCause(int n) throws Exception {
         return accepted.get(n).closed.get(5, TimeUnit.SECONDS);
     }
 
     /** A well-behaved client connects, sends a frame of {@code size} bytes, and the server gets it whole. */
-    void assertStillServes(int size) throws Exception {
+    public void assertStillServes(int size) throws Exception {
         Peers.Recorder mine = new Peers.Recorder();
         int before = accepted.size();
         try (RdmaChannel ch = client.connect(listener.localAddress(), mine)) {

@@ -12,6 +12,8 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /** Many channels over shared completion queues and loops; greetings written before the channel is established. */

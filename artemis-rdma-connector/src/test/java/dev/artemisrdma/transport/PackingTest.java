@@ -11,6 +11,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.wire.FrameHeader;
+
 /**
  * Issue 11, first item: small frames that queued go several to a SEND (one credit, one receive slot), a lone frame
  * leaves at once, order holds around fragmented frames, a packed SEND whose inner lengths lie fails its connection
@@ -33,7 +38,7 @@ class PackingTest {
                 c.client.write(ByteBuffer.wrap(Peers.payload(1, i, 64)), true);
             }
             Peers.await("the window", 5000, () -> c.serverSide.count() == 8);
-            TransportStats alone = TransportStats.of(c.client);
+            TransportStats alone = c.client.stats();
             assertEquals(8, alone.sendsPosted(), alone.toString());
             assertEquals(0, alone.framesPacked(), alone.toString());
             // these queue behind the credit wait
@@ -49,9 +54,9 @@ class PackingTest {
                 assertEquals(Peers.crc(Peers.payload(1, i, 64)), c.serverSide.crcs.get(i), "frame " + i);
                 assertEquals(64, c.serverSide.sizes.get(i));
             }
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             assertEquals(total, s.framesSent());
-            assertEquals(total, TransportStats.of(c.serverChannel).framesReceived());
+            assertEquals(total, c.serverChannel.stats().framesReceived());
             // 16 KiB slots hold 240 frames of 64 bytes: the backlog needs a couple of SENDs, not 392
             assertTrue(s.framesPacked() >= total - 8 - 1, s.toString());
             assertTrue(s.packedSends() <= 4, s.toString());
@@ -68,7 +73,7 @@ class PackingTest {
                 // arrives with no later write, flush or timer to push it out
                 Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n + 1);
             }
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             assertEquals(0, s.framesPacked(), s.toString());
             assertEquals(3, s.sendsPosted() - s.creditFramesSent(), s.toString());
         }
@@ -85,7 +90,7 @@ class PackingTest {
             for (int i = 0; i < 20; i++) {
                 assertEquals(Peers.crc(Peers.payload(3, i, 1 + i * 50)), c.serverSide.crcs.get(i), "frame " + i);
             }
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             // 20 frames of 1..951 bytes (9,520 with their lengths) fit one 16 KiB slot; nothing but the writer's
             // flush posts them (the client's loop, handling the handshake's credit meanwhile, leaves them alone)
             assertEquals(20, s.framesPacked(), s.toString());
@@ -110,7 +115,7 @@ class PackingTest {
             assertEquals(0, c.serverSide.count(), "an unflushed frame left before its writer flushed");
             c.client.flush();
             Peers.await("frames", 5000, () -> c.serverSide.count() == 3);
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             assertEquals(3, s.framesPacked(), s.toString());
             assertEquals(1, s.packedSends(), s.toString());
         }
@@ -138,7 +143,7 @@ class PackingTest {
             for (int i = 0; i < sizes.size(); i++) {
                 assertEquals(Peers.crc(Peers.payload(4, i, sizes.get(i))), c.serverSide.crcs.get(i), "frame " + i);
             }
-            TransportStats s = TransportStats.of(c.client);
+            TransportStats s = c.client.stats();
             assertTrue(s.framesPacked() > 0, s.toString());
             // per round the fragmented frames (5000, 1017, 3000 bytes: 5 + 2 + 3 fragments of 1016) went one fragment
             // per SEND, the 1016-byte frame (a full slot) alone, and the small ones between them in at least one more
@@ -221,8 +226,8 @@ class PackingTest {
                 }
                 ch.flush();
                 // the accepted channel may still be finishing its side of the connection: writes wait for that
-                Peers.await("the ten frames to leave", 5_000, () -> TransportStats.of(ch).framesSent() == 10);
-                TransportStats s = TransportStats.of(ch);
+                Peers.await("the ten frames to leave", 5_000, () -> ch.stats().framesSent() == 10);
+                TransportStats s = ch.stats();
                 assertEquals(10, s.framesSent());
                 assertEquals(0, s.framesPacked(), s.toString());
                 assertEquals(10, s.sendsPosted(), s.toString());

@@ -6,8 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.flow.CreditWindow;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
 
 /**
  * Issue 10 item 5: credits and handshake values from a peer are bounded and validated; a violation is a protocol

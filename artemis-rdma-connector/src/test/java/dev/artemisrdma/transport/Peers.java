@@ -13,15 +13,17 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
 
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /** Test plumbing: a recording handler, frame payloads with checksums, waiting helpers. */
-final class Peers {
+public final class Peers {
 
     private Peers() {
     }
 
-    static InetSocketAddress serverAddress() {
+    public static InetSocketAddress serverAddress() {
         try {
             return new InetSocketAddress(InetAddress.getByAddress(new byte[] {10, 77, 0, 1}), 0);
         } catch (java.net.UnknownHostException e) {
@@ -30,7 +32,7 @@ final class Peers {
     }
 
     /** A frame whose content is derived from (seq, size): the receiver can verify order and content. */
-    static byte[] payload(long seed, int seq, int size) {
+    public static byte[] payload(long seed, int seq, int size) {
         byte[] b = new byte[size];
         long x = seed * 0x9E3779B97F4A7C15L + seq * 0xBF58476D1CE4E5B9L + size;
         for (int i = 0; i < size; i++) {
@@ -45,13 +47,13 @@ final class Peers {
         return b;
     }
 
-    static long crc(ByteBuffer b) {
+    public static long crc(ByteBuffer b) {
         CRC32 c = new CRC32();
         c.update(b.duplicate());
         return c.getValue();
     }
 
-    static long crc(byte[] b) {
+    public static long crc(byte[] b) {
         CRC32 c = new CRC32();
         c.update(b);
         return c.getValue();
@@ -61,9 +63,9 @@ final class Peers {
      * A recorder whose first frame keeps its completion loop inside the handler (inside a batch) until
      * {@code release}: what a busy loop does, made to order.
      */
-    static final class HoldingRecorder extends Recorder {
-        final java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
-        final java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    public static final class HoldingRecorder extends Recorder {
+        public final java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
+        public final java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
 
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
@@ -80,16 +82,16 @@ final class Peers {
     }
 
     /** Records what a channel's handler sees. */
-    static class Recorder implements ChannelHandler {
-        final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
-        final List<Integer> sizes = Collections.synchronizedList(new ArrayList<>());
-        final AtomicInteger writableEvents = new AtomicInteger();
+    public static class Recorder implements ChannelHandler {
+        public final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
+        public final List<Integer> sizes = Collections.synchronizedList(new ArrayList<>());
+        public final AtomicInteger writableEvents = new AtomicInteger();
         final AtomicInteger endOfBatch = new AtomicInteger();
-        final CompletableFuture<FabricException> closed = new CompletableFuture<>();
+        public final CompletableFuture<FabricException> closed = new CompletableFuture<>();
         final BlockingQueue<byte[]> frames = new LinkedBlockingQueue<>();
         volatile boolean keepFrames;
         volatile Thread callbackThread;
-        final List<String> threadViolations = Collections.synchronizedList(new ArrayList<>());
+        public final List<String> threadViolations = Collections.synchronizedList(new ArrayList<>());
 
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
@@ -130,12 +132,12 @@ final class Peers {
             }
         }
 
-        int count() {
+        public int count() {
             return crcs.size();
         }
     }
 
-    static void await(String what, long timeoutMillis, java.util.function.BooleanSupplier condition)
+    public static void await(String what, long timeoutMillis, java.util.function.BooleanSupplier condition)
             throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
         while (!condition.getAsBoolean()) {

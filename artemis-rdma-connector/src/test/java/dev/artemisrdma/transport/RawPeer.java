@@ -23,6 +23,10 @@ import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
+import dev.artemisrdma.transport.wire.ImmediateHeader;
+import dev.artemisrdma.transport.wire.WorkRequestIds;
 
 /**
  * One side of a raw connection on any {@link Fabric} (the {@code FakeFabric} in unit tests, {@code VerbsFabric} in the
@@ -45,8 +49,8 @@ import dev.artemisrdma.transport.fabric.WcStatus;
 public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoCloseable {
 
     /** The hostile peer's receives and their slot size. */
-    static final int RECEIVES = 64;
-    static final int SLOT = 16 << 10;
+    public static final int RECEIVES = 64;
+    public static final int SLOT = 16 << 10;
     /** The bare endpoint's receive slot size. */
     public static final int ENDPOINT_SLOT = 4096;
 
@@ -189,7 +193,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
      * A hostile peer: 64 receives of 16 KiB, connected with {@code handshake} as its connect private data; the
      * server's accept is decoded.
      */
-    static RawPeer connect(Fabric fabric, InetSocketAddress server, byte[] handshake) throws Exception {
+    public static RawPeer connect(Fabric fabric, InetSocketAddress server, byte[] handshake) throws Exception {
         RawPeer p = new RawPeer(new Shape(RECEIVES, SLOT, 1 << 20, 256, 2, 0, 1024, WorkRequestIds.RECV_BIT));
         p.hostile = true;
         try {
@@ -203,26 +207,26 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
         return p;
     }
 
-    Handshake.Params server() {
+    public Handshake.Params server() {
         return server;
     }
 
     /** Sends one SEND: an 8-byte header, then {@code payload}; waits for a credit first unless {@code ignoreCredits}. */
-    void send(int flags, int creditsReturned, int lengthOrOffset, byte[] payload, boolean ignoreCredits)
+    public void send(int flags, int creditsReturned, int lengthOrOffset, byte[] payload, boolean ignoreCredits)
             throws Exception {
         send(flags, 0, creditsReturned, lengthOrOffset, payload, ignoreCredits);
     }
 
     /** One whole frame of {@code size} bytes that asks for more credit (HINT_CREDIT_WANTED), returning what it owes. */
-    void sendWantingCredit(int size) throws Exception {
+    public void sendWantingCredit(int size) throws Exception {
         int give = Math.min(owed, FrameHeader.MAX_CREDITS);
         owed -= give;
         send(FrameHeader.FIRST | FrameHeader.LAST, FrameHeader.HINT_CREDIT_WANTED, give, size, new byte[size], false);
     }
 
     /** {@link #send(int, int, int, byte[], boolean)} with the header's {@code hints}. */
-    void send(int flags, int hints, int creditsReturned, int lengthOrOffset, byte[] payload, boolean ignoreCredits)
-            throws Exception {
+    public void send(int flags, int hints, int creditsReturned, int lengthOrOffset, byte[] payload,
+                     boolean ignoreCredits) throws Exception {
         if (!ignoreCredits) {
             awaitCredit();
             credits--;
@@ -243,7 +247,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
      * Sends one SEND with immediate data {@code immediate} and {@code size} bytes of payload, no in-band header; waits
      * for a credit first.
      */
-    void sendImmediate(int immediate, int size) throws Exception {
+    public void sendImmediate(int immediate, int size) throws Exception {
         awaitCredit();
         credits--;
         int at = 0; // the send area
@@ -314,7 +318,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
     }
 
     /** Posts {@code count} one-frame SENDs in one list, ignoring credits (poll for what becomes of them). */
-    void burstIgnoringCredits(int count, int size) throws Exception {
+    public void burstIgnoringCredits(int count, int size) throws Exception {
         int at = 0; // the send area
         ByteBuffer area = memory.buffer();
         FrameHeader.write(area, at, FrameHeader.FIRST | FrameHeader.LAST, 0, size);
@@ -326,7 +330,7 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
         qp.postSend(list);
     }
 
-    void poll() throws FabricException {
+    public void poll() throws FabricException {
         pollFor(false);
     }
 
@@ -364,20 +368,20 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
     }
 
     /** One SEND the server sent us: its length and its immediate data (Completions.NO_IMMEDIATE for none). */
-    record Received(int byteLength, long immediate) {
+    public record Received(int byteLength, long immediate) {
     }
 
     /** Every SEND that arrived from the server, in order. */
-    List<Received> received() {
+    public List<Received> received() {
         return received;
     }
 
-    boolean isLost() {
+    public boolean isLost() {
         return lost;
     }
 
     /** Waits until the server has dropped this connection. */
-    void awaitLost(long millis) throws Exception {
+    public void awaitLost(long millis) throws Exception {
         Peers.await("the server to drop the raw peer", millis, () -> {
             try {
                 poll();

@@ -7,7 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.wire.FrameHeader;
 
 /**
  * Issue 10 item 1: a peer cannot pin heap through reassembly. Memory follows what really arrived, is bounded per

@@ -8,6 +8,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.config.TransportConfig;
+
 /** Issue 10 item 8: {@link SendBuffer#release()} is idempotent: a late second release never frees a new owner's buffer. */
 class SendBufferLeaseTest {
 

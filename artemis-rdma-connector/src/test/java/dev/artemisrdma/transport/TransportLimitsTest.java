@@ -15,8 +15,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.channel.RdmaChannelImpl;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.flow.BufferPool;
 
 /** Dying completion loops, and the bounds on loops, registered memory, handshakes and idle send slabs. */
 class TransportLimitsTest {

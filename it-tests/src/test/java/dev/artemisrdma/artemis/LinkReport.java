@@ -4,7 +4,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
 
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.stats.TransportStats;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.core.client.TopologyMember;
 import org.apache.activemq.artemis.core.replication.ReplicationManager;
@@ -43,7 +43,7 @@ public final class LinkReport {
             for (RemotingConnection connection : server.getRemotingService().getConnections()) {
                 if (connection.getTransportConnection() instanceof RdmaConnection c && c.channel() != null) {
                     rdma++;
-                    TransportStats stats = TransportStats.of(c.channel());
+                    TransportStats stats = c.channel().stats();
                     framesIn += stats.framesReceived();
                     framesOut += stats.framesSent();
                 } else {
@@ -96,7 +96,7 @@ public final class LinkReport {
             Connection transport = replication.getBackupTransportConnection().getTransportConnection();
             link = transport.getClass().getSimpleName();
             if (transport instanceof RdmaConnection c) {
-                TransportStats stats = TransportStats.of(c.channel());
+                TransportStats stats = c.channel().stats();
                 report.put("replicationFramesOut", stats.framesSent());
                 report.put("replicationBytesOut", stats.bytesSent());
             }

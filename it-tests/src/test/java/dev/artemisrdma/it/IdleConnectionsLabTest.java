@@ -13,14 +13,14 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.LoopStats;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.TransportConfig;
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.LoopStats;
+import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -127,7 +127,7 @@ class IdleConnectionsLabTest {
             }
             assertEquals(0, closed, "connections closed during the test");
             for (RdmaChannel ch : accepted) {
-                TransportStats s = TransportStats.of(ch);
+                TransportStats s = ch.stats();
                 assertTrue(s.framesReceived() >= 1, "a server channel received nothing: " + s);
             }
             for (RdmaChannel ch : clients) {

@@ -3,12 +3,12 @@ package dev.artemisrdma.it;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 
 /**

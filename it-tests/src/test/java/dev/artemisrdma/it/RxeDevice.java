@@ -11,9 +11,9 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.ChannelHandler;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 

@@ -19,13 +19,12 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import java.util.zip.CRC32;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.TransportConfig;
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -321,8 +320,8 @@ class SharedReceiveQueueLabTest {
             long sends = 0;
             long frames = 0;
             for (RdmaChannel ch : clients) {
-                sends += TransportStats.of(ch).sendsPosted();
-                frames += TransportStats.of(ch).framesSent();
+                sends += ch.stats().sendsPosted();
+                frames += ch.stats().framesSent();
             }
             CLIENT_SENDS.addAndGet(sends);
             System.out.printf("SRQ lab (%s): clients posted %d SENDs for %d frames%n",

@@ -1,22 +1,22 @@
 package dev.artemisrdma.it;
 
-import dev.artemisrdma.transport.ChannelHandler;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.Handshake;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
-import dev.artemisrdma.transport.RdmaChannel;
-import dev.artemisrdma.transport.RdmaServer;
-import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.SendBuffer;
-import dev.artemisrdma.transport.TransportConfig;
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
+import dev.artemisrdma.transport.wire.Handshake;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -178,7 +178,7 @@ class TransportLabTest {
             awaitFrames(link.atClient, toClient.length, 300);
             assertReceived(link.atServer, 11, toServer);
             assertReceived(link.atClient, 22, toClient);
-            TransportStats stats = TransportStats.of(link.client);
+            TransportStats stats = link.client.stats();
             long bytes = stats.bytesSent() + stats.bytesReceived();
             System.out.println("both directions: " + bytes + " bytes, client stats " + stats);
             assertTrue(bytes > 40_000_000L, "millions of bytes moved: " + bytes);
@@ -206,7 +206,7 @@ class TransportLabTest {
                 writer.get(120, TimeUnit.SECONDS);
                 awaitFrames(link.atServer, frames.length, 120);
                 assertReceived(link.atServer, 33, frames);
-                assertTrue(TransportStats.of(link.client).creditStalls() > 0, "the window really was exhausted");
+                assertTrue(link.client.stats().creditStalls() > 0, "the window really was exhausted");
             }
         }
     }

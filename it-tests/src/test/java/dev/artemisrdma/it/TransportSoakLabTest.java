@@ -1,13 +1,13 @@
 package dev.artemisrdma.it;
 
-import dev.artemisrdma.transport.ChannelHandler;
-import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.RdmaChannel;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.SendBuffer;
-import dev.artemisrdma.transport.TransportConfig;
-import dev.artemisrdma.transport.TransportStats;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -160,8 +160,8 @@ class TransportSoakLabTest {
             assertEquals(bytesToServer, atServer.bytes, "bytes at the server");
             assertEquals(bytesToClient, atClient.bytes, "bytes at the client");
 
-            TransportStats clientStats = TransportStats.of(client);
-            TransportStats serverStats = TransportStats.of(serverChannel);
+            TransportStats clientStats = client.stats();
+            TransportStats serverStats = serverChannel.stats();
             assertEquals(each, clientStats.framesSent(), "client transport: frames sent " + clientStats);
             assertEquals(bytesToServer, clientStats.bytesSent(), "client transport: bytes sent " + clientStats);
             assertEquals(each, clientStats.framesReceived(), "client transport: frames received " + clientStats);

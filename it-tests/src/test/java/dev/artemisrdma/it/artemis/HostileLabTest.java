@@ -15,8 +15,8 @@ import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.Lab;
-import dev.artemisrdma.transport.FrameHeader;
-import dev.artemisrdma.transport.Handshake;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
 import dev.artemisrdma.verbs.RdmaDevices;
 import jakarta.jms.Connection;
 import jakarta.jms.MessageConsumer;

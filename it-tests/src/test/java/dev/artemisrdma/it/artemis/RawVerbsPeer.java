@@ -4,8 +4,8 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.FrameHeader;
-import dev.artemisrdma.transport.Handshake;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
 import dev.artemisrdma.verbs.IbvCompletionQueue;

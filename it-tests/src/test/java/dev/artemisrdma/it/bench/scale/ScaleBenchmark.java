@@ -16,7 +16,7 @@ import java.util.stream.Stream;
 
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.RdmaResources;
-import dev.artemisrdma.transport.TransportConfig;
+import dev.artemisrdma.transport.config.TransportConfig;
 
 /**
  * The scale benchmark (run by {@code it-tests/bench/scale-bench} in the lab): one broker in its own JVM with an

@@ -1,0 +1,1004 @@
+package dev.artemisrdma.transport.channel;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
+
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.FrameTooLargeException;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.SendBuffer;
+import dev.artemisrdma.transport.api.SendMemoryException;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.CompletionQueue;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.ConnectionSetup;
+import dev.artemisrdma.transport.fabric.Endpoints;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
+import dev.artemisrdma.transport.fabric.PartialPostException;
+import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairSpec;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.flow.BufferPool;
+import dev.artemisrdma.transport.flow.CreditWindow;
+import dev.artemisrdma.transport.flow.PooledBuffer;
+import dev.artemisrdma.transport.flow.SharedReceivePool;
+import dev.artemisrdma.transport.loop.CompletionLoop;
+import dev.artemisrdma.transport.loop.LoopChannel;
+import dev.artemisrdma.transport.stats.ChannelCounters;
+import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.wire.Handshake;
+
+/**
+ * One connection over one RC queue pair: the public {@link RdmaChannel} API, and the wiring of the parts that do the
+ * work, each with one job:
+ * <ul>
+ *   <li>{@link ChannelLifecycle}: the state and every teardown decision (see there);</li>
+ *   <li>{@link ChannelResources}: the native objects the channel owns (loop slot, registration, queue pair) and the
+ *       order they are created and destroyed in;</li>
+ *   <li>{@link SendSide}: framing, credits, the send ring and the outbox;</li>
+ *   <li>{@link ReceiveSide}: receive completions, reassembly and what each batch taught;</li>
+ *   <li>{@link SharedReceiveMembership}: its place in the loop's shared receive pool, when it takes receives there.</li>
+ * </ul>
+ *
+ * <p>Threads, one owner per part. The lifecycle, the resources, the send side and the membership are guarded by
+ * {@link #lock}: writers, rdma_cm's event thread, the transport's timer and the completion loop all take it (the fabric
+ * forbids concurrent posts on one queue pair, and the loop posts reposts and credit frames too). The receive side is
+ * the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once per batch,
+ * in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop thread polls
+ * for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are made on the
+ * loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot deadlock
+ * against a callback.
+ *
+ * <p>Memory. One registration per connection holds the receive slots ({@code slots * slotSize}) followed by the
+ * send headers ({@link TransportConfig#SEND_HEADER_STRIDE} per send ring slot). It is released only after the queue
+ * pair is destroyed, and every send buffer stays with the ring until its work request is known complete.
+ *
+ * <p>Shared receives. An accepted connection whose peer accepts credit growth may instead take its receives from its
+ * completion loop's {@link SharedReceivePool}: it posts none, its registration holds only the send headers, it
+ * offers the pool's guaranteed minimum as initial credits, and each batch the pool decides what the receives the
+ * peer consumed give back (see there for why that still keeps every SEND on a posted receive).
+ *
+ * <p>Closing never blocks the caller longer than {@code closeTimeout} + {@link #CLOSE_GRACE_NANOS}: pending frames
+ * are flushed for at most closeTimeout (a peer withholding credits cannot hold it longer), then the connection is
+ * disconnected; draining and release finish on the loop thread.
+ */
+public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
+    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
+    private static final LogLimiter NOT_PACKED = LogLimiter.site(LOG, Level.INFO,
+            "connections whose peer does not read packed SENDs");
+    private static final LogLimiter HANDSHAKE_EXPIRED = LogLimiter.site(LOG, Level.WARN,
+            "handshakes that passed their deadline");
+    private static final LogLimiter HANDLER_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "frames the handler failed on");
+    /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
+    public static final long CLOSE_GRACE_NANOS = ChannelLifecycle.CLOSE_GRACE_NANOS;
+
+    private final ChannelHost transport;
+    private final TransportConfig config;
+    private final String id;
+    private final InetSocketAddress remote;
+    private final int slots;
+    private final int slotSize;
+    /**
+     * Consumed slots are reposted in groups of this many: one ibv_post_recv per group instead of one per frame. Safe
+     * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
+     */
+    private final int repostBatch;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final SendSide send;
+    private final ReceiveSide receive;
+    private final SharedReceiveMembership shared;
+    private final ChannelResources resources;
+    private final ChannelLifecycle life;
+
+    private volatile ChannelHandler handler;
+    private volatile InetSocketAddress local;
+    /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
+    private boolean flushLeftToLoop;
+
+    /** Set by the completion loop while this channel is in its current batch (loop thread only). */
+    private boolean touched;
+    /** Completions and errors, counted by the completion loop (see ChannelCounters). */
+    final ChannelCounters counters = new ChannelCounters();
+
+    @Override
+    public ChannelCounters counters() {
+        return counters;
+    }
+
+    public RdmaChannelImpl(ChannelHost transport, TransportConfig config, String id, InetSocketAddress remote,
+                           InetSocketAddress local, ChannelHandler handler) {
+        this.transport = transport;
+        this.config = config;
+        this.id = id;
+        this.remote = remote;
+        this.local = local;
+        this.handler = handler;
+        this.slots = config.postedReceives();
+        this.slotSize = config.slotSize();
+        this.repostBatch = config.repostBatch();
+        this.send = new SendSide(config, id, remote, config.creditThresholdInForce());
+        this.receive = new ReceiveSide(config, id, remote, slots, transport.reassemblyBudget(), this::deliver);
+        send.credits().offered(slots); // what localParams() offers
+        this.shared = new SharedReceiveMembership(config, send.credits());
+        this.resources = new ChannelResources(id);
+        this.life = new ChannelLifecycle(id, remote, config, send, receive, shared, resources,
+                () -> resources.release(send, receive, shared, this));
+    }
+
+    /**
+     * What this side offers the peer in the handshake. Every side states credit growth (it takes grants up to the
+     * maximum its peer states); only one on a shared pool offers a window that grows (minimum up to receiveSlots + 1).
+     */
+    public Handshake.Params localParams() {
+        int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
+        if (shared.shares()) {
+            return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
+                    config.sharedMaxCredits());
+        }
+        return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
+    }
+
+    /**
+     * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
+     * side, for a peer that accepts credit growth.
+     */
+    public void shareReceives() {
+        lock.lock();
+        try {
+            shared.share();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public boolean sharesReceives() {
+        return shared.shares();
+    }
+
+    /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
+    @Override
+    public SharedReceivePool sharedPool() {
+        lock.lock();
+        try {
+            return shared.pool();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
+    @Override
+    public void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
+        shared.admitted(pool, allocation);
+    }
+
+    /**
+     * Completion queue entries this connection can ever have outstanding: all receives plus the send budget; on a
+     * shared pool the send budget alone (the loop reserves the pool's receives once).
+     */
+    int completionEntries() {
+        return config.completionEntriesPerConnection(shared.shares());
+    }
+
+    public void setHandler(ChannelHandler handler) {
+        this.handler = handler;
+    }
+
+    /**
+     * The peer's handshake: how we must fragment for it and what it grants.
+     *
+     * @throws FabricException when its values break the credit window's bound (a protocol error)
+     */
+    public void setPeer(Handshake.Params peer) throws FabricException {
+        lock.lock();
+        try {
+            send.peer(peer);
+            if (!peer.readsPacked() && NOT_PACKED.admit()) {
+                LOG.info("channel {} ({}): the peer does not read packed SENDs (an older artemis-rdma): small frames"
+                        + " go one per SEND", id, describe(remote));
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The connection-manager side of this channel: builds its queue pair and follows its events. */
+    public ConnectionSetup setup() {
+        return new ConnectionSetup() {
+            @Override
+            public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
+                lock.lock();
+                try {
+                    bind(device, false);
+                    resources.queuePairPending();
+                    CompletionQueue queue = resources.loop().completionQueue();
+                    if (shared.shares()) {
+                        return new QueuePairSpec(queue, config.sendQueueDepth(), 1, 2, 1, config.maxInlineData(),
+                                shared.queue());
+                    }
+                    return new QueuePairSpec(queue, config.sendQueueDepth(), slots, 2, 1, config.maxInlineData());
+                } finally {
+                    lock.unlock();
+                }
+            }
+
+            @Override
+            public void prepare(QueuePair queuePair) throws FabricException {
+                attach(queuePair);
+            }
+        };
+    }
+
+    public QueuePairEvents events() {
+        return new QueuePairEvents() {
+            @Override
+            public void established(QueuePair queuePair) {
+                onEstablished();
+            }
+
+            @Override
+            public void disconnected(QueuePair queuePair, String reason) {
+                lock.lock();
+                try {
+                    life.peerDisconnected(reason);
+                } finally {
+                    lock.unlock();
+                }
+            }
+        };
+    }
+
+    public void usePool(BufferPool pool) {
+        resources.usePool(pool);
+    }
+
+    /** Whether this channel's memory comes from {@code pool} (so from that pool's device). */
+    public boolean usesPool(BufferPool pool) {
+        return resources.pool() == pool;
+    }
+
+    /**
+     * Binds an accepted connection to its loop and memory on {@code device} before the accept, so that a refusal (every
+     * loop full, memory refused) can still reject the request with its reason: once an accept has begun, librdmacm's
+     * own reject carries none, and the client would read "nobody listens on that port".
+     */
+    public void bindBeforeAccept(FabricDevice device) throws FabricException {
+        lock.lock();
+        try {
+            bind(device, true);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Takes a completion loop slot and registers this connection's memory on the device the route chose. */
+    private void bind(FabricDevice device, boolean early) throws FabricException {
+        boolean wasBound = resources.loop() != null;
+        resources.bind(transport, this, device, completionEntries(),
+                config.registeredBytesPerConnection(shared.shares()), shared, early);
+        if (!wasBound && !shared.shares()) {
+            receive.attach(resources.memory(), resources.index());
+        }
+    }
+
+    /**
+     * The queue pair exists: size the send side by what it really got, and post every receive. From this call on the
+     * queue pair is this channel's, whatever follows: the fabric hands it over and never destroys it, the channel does
+     * (on a failure here, through {@link #abortUnestablished}, which the transport calls). Only a CONNECTING channel
+     * takes one: a channel released meanwhile (its handshake deadline passed, or its loop died, while the accept was
+     * under way) has no memory to post receives into and no loop to poll them, so the queue pair is destroyed here.
+     */
+    private void attach(QueuePair queuePair) throws FabricException {
+        lock.lock();
+        try {
+            FabricException refused = life.refusesQueuePair();
+            if (refused != null) {
+                resources.refuse(queuePair);
+                throw refused;
+            }
+            resources.attach(queuePair);
+            local = queuePair.localAddress();
+            QueuePairCaps caps = queuePair.caps();
+            if (caps.maxSendSge() < 2) {
+                throw new FabricException("channel " + id + ": queue pair offers " + caps.maxSendSge()
+                        + " send scatter-gather entries, the transport needs 2");
+            }
+            if (shared.shares()) {
+                send.attach(queuePair, caps, resources.memory(), 0, resources.index(), resources.pool());
+                // before the peer can send: its SENDs complete on the pool
+                resources.loop().mapQueuePair(resources.qpNumber(), this);
+                return;
+            }
+            if (caps.maxRecvWr() < slots) {
+                throw new FabricException("channel " + id + ": queue pair takes " + caps.maxRecvWr()
+                        + " receives, the transport posts " + slots);
+            }
+            send.attach(queuePair, caps, resources.memory(), config.receiveRegionBytes(), resources.index(),
+                    resources.pool());
+            RecvList initial = new RecvList(slots);
+            for (int s = 0; s < slots; s++) {
+                receive.addReceive(initial, s);
+            }
+            try {
+                queuePair.postRecv(initial);
+                resources.receivesPosted(slots);
+            } catch (FabricException e) {
+                resources.receivesPosted(posted(e, initial.size()));
+                throw e;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** How many of {@code attempted} work requests a failed post did post (ibv_post_* stops at the bad one). */
+    private static int posted(FabricException e, int attempted) {
+        return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
+    }
+
+    /** Active side: connect returned with the peer's accept. */
+    public void activeEstablished(Handshake.Params peer) throws FabricException {
+        setPeer(peer);
+        onEstablished();
+    }
+
+    private void onEstablished() {
+        lock.lock();
+        try {
+            life.established();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * A frame from the peer proves the connection is up, whatever rdma_cm has told us yet. The passive side hears
+     * ESTABLISHED only when the peer's RTU has been processed, while the peer sends as soon as its connect returns,
+     * so its first frame can complete here first (InfiniBand reports this as IBV_EVENT_COMM_EST). rdma_accept has
+     * already moved our queue pair to RTS, and the peer's is ready, since it sent: the queue pair is told
+     * ({@link QueuePair#establishedByPeer}), and the channel opens, so what the handler answers to that first frame
+     * leaves at once instead of waiting for the event thread; the event, when it comes, finds the channel open and
+     * does nothing. The active side learns the peer's handshake only when its connect returns, so it stays CONNECTING
+     * until then.
+     */
+    private void openOnPeerFrame(int status) {
+        if (life.state() != ChannelState.CONNECTING || status != WcStatus.SUCCESS) {
+            return; // an open channel's completions leave here after one volatile read
+        }
+        lock.lock();
+        try {
+            if (!life.mayOpenOnPeerFrame()) {
+                return;
+            }
+            LOG.debug("channel {}: the peer's first frame arrived before rdma_cm's ESTABLISHED event; open now", id);
+            resources.queuePair().establishedByPeer();
+            life.established();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The handshake deadline passed (timer thread); see {@link ChannelLifecycle#expireHandshake}. Returns whether the
+     * deadline released the channel.
+     */
+    boolean expireHandshake(java.time.Duration timeout) {
+        FabricException why;
+        boolean releasedHere;
+        lock.lock();
+        try {
+            why = life.expireHandshake(timeout);
+            if (why == null) {
+                return false;
+            }
+            releasedHere = life.abort(why, true, false);
+        } finally {
+            lock.unlock();
+        }
+        if (HANDSHAKE_EXPIRED.admit()) {
+            LOG.warn("{}", why.getMessage());
+        }
+        finishAbort(releasedHere);
+        return true;
+    }
+
+    /**
+     * Connect or accept failed before the channel was established: release what bind/attach took. The queue pair
+     * is destroyed here; the memory is released by the loop thread (a completion already polled may still be read
+     * there), which this waits for, briefly.
+     */
+    public void abortUnestablished(FabricException why, boolean notifyHandler) {
+        abortUnestablished(why, notifyHandler, false);
+    }
+
+    /**
+     * {@code loopGone}: called on our completion loop's thread as it dies; it polls nothing any more, so the memory
+     * is released here (nobody else would).
+     */
+    private void abortUnestablished(FabricException why, boolean notifyHandler, boolean loopGone) {
+        boolean releasedHere;
+        lock.lock();
+        try {
+            releasedHere = life.abort(why, notifyHandler, loopGone);
+        } finally {
+            lock.unlock();
+        }
+        finishAbort(releasedHere);
+    }
+
+    private void finishAbort(boolean releasedHere) {
+        if (releasedHere) {
+            notifyClosed();
+        } else {
+            life.awaitClosed(CLOSE_GRACE_NANOS);
+        }
+    }
+
+    /** The transport's connect or accept failed: a queue pair the fabric was creating is gone, or ours to abort. */
+    public void queuePairSetupEnded() {
+        lock.lock();
+        try {
+            resources.setupEnded(life.state() == ChannelState.CLOSED);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Our completion loop died: nobody will poll this queue pair's completions, so there is nothing to drain. The
+     * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
+     * refused by {@link #attach} instead.
+     */
+    @Override
+    public void loopFailed(FabricException why) {
+        lock.lock();
+        try {
+            if (!life.loopFailed(why)) {
+                return;
+            }
+        } finally {
+            lock.unlock();
+        }
+        abortUnestablished(why, true, true);
+    }
+
+    /** Active side: the accept reply was not acceptable; tear the established connection down properly. */
+    public void failHandshake(FabricException why) {
+        lock.lock();
+        try {
+            life.failHandshake(why);
+        } finally {
+            lock.unlock();
+        }
+        life.awaitClosed(life.closeWaitNanos());
+    }
+
+    // ------------------------------------------------------------------------------------------------ public API
+
+    @Override
+    public String id() {
+        return id;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return local;
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return remote;
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * @throws IllegalArgumentException when {@code capacity} exceeds this side's maxFrameSize (no frame that large
+     *                                  could ever be written)
+     * @throws SendMemoryException      when no registered memory can be had (maxRegisteredMemory reached); the
+     *                                  channel is unharmed
+     */
+    @Override
+    public SendBuffer allocate(int capacity) {
+        if (capacity > config.maxFrameSize()) {
+            throw new IllegalArgumentException("channel " + id + ": buffer of " + capacity
+                    + " bytes exceeds maxFrameSize " + config.maxFrameSize());
+        }
+        try {
+            return resources.pool().allocate(capacity);
+        } catch (FabricException e) {
+            throw new SendMemoryException(noSendMemory(capacity, e).getMessage(), e);
+        }
+    }
+
+    /** Why a send buffer of {@code bytes} could not be had; the pool's reason names the key that raises the bound. */
+    private FabricException noSendMemory(int bytes, FabricException why) {
+        return new FabricException("channel " + id + " (peer " + describe(remote) + "): no registered memory for a "
+                + bytes + "-byte send buffer: " + why.getMessage(), why);
+    }
+
+    /** A frame this connection cannot carry: the message says whose maximum it exceeds and where to raise it. */
+    private FrameTooLargeException tooLarge(int length, int max) {
+        boolean peers = max < config.maxFrameSize();
+        return new FrameTooLargeException("channel " + id + " (peer " + describe(remote) + "): frame of " + length
+                + " bytes exceeds the maximum frame size " + max + (peers
+                ? " that the peer accepts (its handshake); raise maxFrameSize on the peer's side"
+                : " of this side; raise maxFrameSize (on both sides)"), length, max);
+    }
+
+    @Override
+    public void write(SendBuffer buffer, boolean flush) throws FabricException {
+        BufferPool pool = resources.pool();
+        if (!(buffer instanceof PooledBuffer.Lease lease) || lease.pooled().pool() != pool) {
+            // not our registered memory: copy it into some
+            ByteBuffer b = buffer.buffer().duplicate();
+            b.flip();
+            try {
+                write(b, flush);
+            } finally {
+                buffer.release();
+            }
+            return;
+        }
+        PooledBuffer frame = lease.pooled();
+        int length = frame.buffer().position();
+        if (!lease.transferToChannel()) {
+            throw new IllegalStateException("channel " + id + ": send buffer was already written or released");
+        }
+        frame.startFrame(length);
+        lock.lock();
+        try {
+            if (!life.acceptsWrites()) {
+                frame.releaseFromChannel();
+                throw life.closedException();
+            }
+            int max = send.maxWritable();
+            if (length > max) {
+                frame.releaseFromChannel();
+                throw tooLarge(length, max);
+            }
+            FabricException overCap = send.overQueueCap(length);
+            if (overCap != null) {
+                frame.releaseFromChannel();
+                life.fail(overCap); // this connection holds the memory: it fails, not the next one to ask for some
+                throw overCap;
+            }
+            send.enqueue(frame);
+            if (flush) {
+                writerFlushLocked();
+            }
+            if (send.updateWritability()) {
+                resources.wakeLoop(); // its tick watches unwritableTimeout from now, even if it was idle
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public void write(ByteBuffer frame, boolean flush) throws FabricException {
+        int length = frame.remaining();
+        if (length > config.maxFrameSize()) {
+            throw tooLarge(length, config.maxFrameSize());
+        }
+        if (!isOpen()) {
+            throw life.closedException();
+        }
+        PooledBuffer.Lease b;
+        try {
+            b = resources.pool().allocate(length);
+        } catch (FabricException e) {
+            throw noSendMemory(length, e);
+        }
+        b.buffer().put(frame.duplicate());
+        write(b, flush);
+    }
+
+    @Override
+    public void flush() throws FabricException {
+        lock.lock();
+        try {
+            if (life.state().tearingDown()) {
+                throw life.closedException();
+            }
+            writerFlushLocked();
+            send.updateWritability();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * A writer's flush: everything it queued may go; posted here, unless the completion loop is handling a batch right
+     * now and this is another thread; then the loop posts it after the batch, with whatever else queued on this
+     * channel meanwhile, as one list ({@link CompletionLoop#handling}). A loop that is blocked or spinning never delays
+     * a write: the writer posts.
+     */
+    private void writerFlushLocked() {
+        send.markFlushed();
+        CompletionLoop l = resources.loop();
+        if (life.state() == ChannelState.OPEN && l != null && l.handling() && !l.isLoopThread()) {
+            if (flushLeftToLoop) {
+                send.flushesToLoop++; // already asked, not yet done: the loop takes this lock before it posts
+                return;
+            }
+            flushLeftToLoop = true;
+            if (l.takeFlush(this)) {
+                send.flushesToLoop++;
+                return;
+            }
+            // the loop ended its batch meanwhile and may not look at the request before its next one: post here
+            // (when it does look, it finds nothing left)
+            flushLeftToLoop = false;
+        }
+        life.flush(true);
+    }
+
+    /**
+     * The completion loop posts what writers left to it (see {@link #writerFlushLocked}); returns whether the
+     * channel has a deadline running. Loop thread.
+     */
+    @Override
+    public boolean flushLeftToLoop() {
+        boolean notifyWritable;
+        boolean notifyClosed;
+        boolean deadline;
+        lock.lock();
+        try {
+            flushLeftToLoop = false;
+            life.flush(true); // as the writers would have: a stream's flush may wait behind a signaled SEND
+            notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
+            notifyClosed = life.releasedUntold();
+            deadline = life.deadlineRunning();
+        } finally {
+            lock.unlock();
+        }
+        callbacks(false, notifyWritable, notifyClosed);
+        return deadline;
+    }
+
+    @Override
+    public boolean isWritable() {
+        return send.isWritable();
+    }
+
+    @Override
+    public void setAutoRead(boolean autoRead) {
+        lock.lock();
+        try {
+            CreditWindow credits = send.credits();
+            if (credits.isReturning() == autoRead) {
+                return;
+            }
+            credits.setReturning(autoRead);
+            LOG.debug("channel {}: autoRead {}", id, autoRead);
+            if (autoRead) {
+                life.flush(false); // owed credit goes back now, in a credit frame if no data carries it
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public boolean isOpen() {
+        return life.acceptsWrites();
+    }
+
+    /** Orderly close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} whatever the peer does. */
+    @Override
+    public void close() {
+        lock.lock();
+        try {
+            life.requestClose();
+        } finally {
+            lock.unlock();
+        }
+        life.awaitClosed(life.closeWaitNanos());
+    }
+
+    /** Immediate close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} like {@link #close()}. */
+    @Override
+    public void forceClose() {
+        lock.lock();
+        try {
+            life.requestForceClose();
+        } finally {
+            lock.unlock();
+        }
+        life.awaitClosed(life.closeWaitNanos());
+    }
+
+    boolean isClosed() {
+        return life.state() == ChannelState.CLOSED;
+    }
+
+    ChannelState state() {
+        return life.state();
+    }
+
+    /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
+    boolean drainTimedOut() {
+        lock.lock();
+        try {
+            return life.drainTimedOut();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public long registeredBytes() {
+        return resources.registeredBytes();
+    }
+
+    @Override
+    public TransportStats stats() {
+        return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
+                send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
+                send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,
+                send.packedSends, send.flushesToLoop, send.immediateSends);
+    }
+
+    /**
+     * Receive slots posted right now plus those waiting for their group's repost; with no traffic in flight that is
+     * every slot: none may leak.
+     */
+    int receivesPostedOrAwaitingRepost() {
+        lock.lock();
+        try {
+            return resources.receivesOutstanding() + receive.repost().size();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Internal state for diagnostics: credits, queue and ring occupancy. */
+    String debugState() {
+        lock.lock();
+        try {
+            return id + " " + life.state() + " " + send.debugState() + " receives="
+                    + resources.receivesOutstanding() + " " + shared;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaChannel[" + id + " " + describe(local) + " -> " + describe(remote) + " " + life.state() + "]";
+    }
+
+    // ------------------------------------------------------------------------------ completions (loop thread)
+
+    @Override
+    public int qpNumber() {
+        return resources.qpNumber();
+    }
+
+    @Override
+    public boolean joinBatch() {
+        if (touched) {
+            return false;
+        }
+        touched = true;
+        return true;
+    }
+
+    @Override
+    public void leaveBatch() {
+        touched = false;
+    }
+
+    @Override
+    public void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
+        openOnPeerFrame(status);
+        // a drain the peer began still delivers what it sent first: successful completions precede the flushes
+        receive.onReceive(slot, status, byteLength, immediate, life.state().tearingDown(), life.peerDrain());
+    }
+
+    @Override
+    public void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
+        openOnPeerFrame(status);
+        receive.onSharedReceive(poolView, base, status, byteLength, immediate, life.state().tearingDown(),
+                life.peerDrain());
+    }
+
+    private void deliver(ByteBuffer frame) {
+        try {
+            handler.onFrame(this, frame);
+        } catch (RuntimeException | Error e) {
+            if (HANDLER_FAILED.admit()) {
+                LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, describe(remote),
+                        frame.limit(), e);
+            }
+        }
+    }
+
+    @Override
+    public void onSendCompletion(int slot, int status) {
+        receive.onSend(slot, status);
+    }
+
+    /**
+     * Applies one batch of completions: reposts, credits, retirements; posts what can go; fires callbacks. Returns
+     * whether a deadline runs now (see {@link ChannelLifecycle#deadlineRunning}).
+     */
+    @Override
+    public boolean endOfBatch() {
+        boolean delivered = receive.batchDelivered();
+        boolean notifyWritable;
+        boolean notifyClosed;
+        boolean deadline;
+        lock.lock();
+        try {
+            resources.receivesCompleted(receive.batchReceived());
+            if (receive.batchSendSlot() >= 0) {
+                send.retireThrough(receive.batchSendSlot());
+            }
+            try {
+                send.credits().grant(receive.batchGranted());
+                send.credits().arrived(receive.batchArrived());
+                if (receive.batchReleased() > 0) {
+                    if (!shared.isMember()) {
+                        throw new FabricException("protocol error: the peer gave back credits that were never "
+                                + "recalled (this side grants from no shared pool)");
+                    }
+                    send.credits().peerReleased(receive.batchReleased());
+                }
+                if (receive.batchRecallKeep() > 0) {
+                    send.recalled(receive.batchRecallKeep());
+                }
+            } catch (FabricException e) {
+                receive.protocolError(e);
+            }
+            if (shared.isMember()) {
+                FabricException overdrawn = shared.settleBatch(receive.batchSharedConsumed(),
+                        receive.batchCreditWanted(),
+                        receive.batchProtocolError() == null ? receive.batchReleased() : 0,
+                        life.state().tearingDown());
+                if (overdrawn != null) {
+                    receive.protocolError(overdrawn);
+                }
+            }
+            life.applyBatchOutcome(counters);
+            repostLocked();
+            life.progress();
+            notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
+            notifyClosed = life.releasedUntold();
+            deadline = life.deadlineRunning();
+        } finally {
+            lock.unlock();
+            receive.resetBatch();
+        }
+        callbacks(delivered, notifyWritable, notifyClosed);
+        return deadline;
+    }
+
+    /**
+     * The loop's shared pool needs receives back: asks the peer to give back what it holds beyond {@code keep} (it
+     * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
+     * only a peer that answers recalls, is asked.
+     */
+    @Override
+    public void recall(int keep) {
+        lock.lock();
+        try {
+            if (life.state() != ChannelState.OPEN || !shared.holdsMoreThan(keep)) {
+                return;
+            }
+            if (send.queueRecall(keep)) {
+                life.flush(false);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Reposts consumed slots once a group is complete. CONNECTING counts too: the passive side hears "established"
+     * after the peer may already have sent, and a slot not reposted would be a credit lost for good.
+     */
+    private void repostLocked() {
+        RecvList repost = receive.repost();
+        if (life.state().tearingDown()) {
+            repost.clear(); // tearing down: consumed slots stay unposted
+        } else if (repost.size() >= repostBatch) {
+            try {
+                resources.queuePair().postRecv(repost);
+                resources.receivesPosted(repost.size());
+                send.credits().reposted(repost.size());
+            } catch (FabricException e) {
+                int posted = posted(e, repost.size());
+                resources.receivesPosted(posted); // those complete (flushed) and are waited for; the rest never will
+                life.fail(new FabricException("channel " + id + " (" + describe(remote)
+                        + "): reposting receives failed after " + posted + " of " + repost.size() + ": "
+                        + e.getMessage(), e));
+            }
+            repost.clear();
+        }
+    }
+
+    /**
+     * Periodic work of the loop: deadlines (close, reassembly), writability owed from other threads, release. Returns
+     * whether the channel has a deadline running or work pending (not open, frames queued, a frame half reassembled):
+     * a loop whose channels have none may look less often.
+     */
+    @Override
+    public boolean tick(long now) {
+        boolean notifyWritable;
+        boolean notifyClosed;
+        boolean pending;
+        lock.lock();
+        try {
+            life.tick(now);
+            notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
+            notifyClosed = life.releasedUntold();
+            pending = life.deadlineRunning();
+        } finally {
+            lock.unlock();
+        }
+        callbacks(false, notifyWritable, notifyClosed);
+        return pending || notifyWritable;
+    }
+
+    private void callbacks(boolean delivered, boolean notifyWritable, boolean notifyClosed) {
+        ChannelHandler h = handler;
+        try {
+            if (delivered && !notifyClosed) {
+                h.onEndOfBatch(this);
+            }
+            if (notifyWritable) {
+                h.onWritable(this);
+            }
+        } catch (RuntimeException | Error e) {
+            LOG.error("channel {} ({}): handler callback failed", id, describe(remote), e);
+        }
+        if (notifyClosed) {
+            notifyClosed();
+        }
+    }
+
+    /** The channel is released: the transport forgets it, closers stop waiting, and the handler hears why, once. */
+    private void notifyClosed() {
+        ChannelLifecycle.ClosedNotice notice;
+        lock.lock();
+        try {
+            notice = life.takeClosedNotice();
+        } finally {
+            lock.unlock();
+        }
+        if (notice == null) {
+            return;
+        }
+        transport.channelClosed(this);
+        life.closedNotified();
+        ChannelHandler h = handler;
+        if (h != null && !notice.silent()) {
+            try {
+                h.onClosed(this, notice.cause());
+            } catch (RuntimeException | Error e) {
+                LOG.error("channel {} ({}): onClosed failed", id, describe(remote), e);
+            }
+        }
+    }
+
+    static String describe(InetSocketAddress a) {
+        return Endpoints.describe(a);
+    }
+}

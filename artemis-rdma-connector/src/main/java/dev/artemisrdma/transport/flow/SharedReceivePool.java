@@ -1,0 +1,440 @@
+package dev.artemisrdma.transport.flow;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricDevice;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.RegisteredMemory;
+import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
+import dev.artemisrdma.transport.stats.ChannelMeasures;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
+import dev.artemisrdma.transport.wire.WorkRequestIds;
+
+/**
+ * One completion loop's shared receive queue, the registered slots its receives point into, and the receive credits
+ * the loop's connections hold on it.
+ *
+ * <p>Scope: one pool per completion loop (per completion queue), not per acceptor. The loop thread alone polls the
+ * pool's completions, reposts its slots and regrants their credit, in the same batch, without a lock on the data
+ * path; a connection lives on exactly one loop, so its credits come from exactly one pool; and the completion
+ * queue's entry budget covers the pool once (every posted receive can complete at most once) plus each connection's
+ * send budget, so the queue can never overrun. A pool per acceptor would be shared by several loop threads (locks on
+ * every repost, and a receive completing on one loop's queue for a connection another loop serves), and a pool per
+ * device even more so. The price of this choice: memory is {@code sharedReceiveSlots * slotSize} per loop that
+ * serves accepted connections, and loops are added when completion queues fill.
+ *
+ * <p>No SEND meets an empty queue. Each credit a peer holds is one posted receive promised to it. The pool keeps
+ * {@code sum over connections of max(allocation, minimum) <= slots}, where a connection's allocation is every credit
+ * granted to it and not yet consumed (held by the peer, in flight, or owed back to it). A consumed receive is
+ * reposted in the batch that saw it, before its credit is granted again, so the credits outstanding never exceed
+ * the receives posted. Each connection is admitted only if its minimum ({@link TransportConfig#SHARED_MIN_CREDITS})
+ * fits, so none can be starved by the others: the minimum is always its to use. Beyond it, a connection whose peer
+ * says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED}) grows, up to receiveSlots + 1, while the pool
+ * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their
+ * consumed credits back to it instead of keeping them, until the spare returns.
+ *
+ * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
+ * connections refused because the pools are promised to windows nobody uses. So the pool recalls: when a growth
+ * request or an admission finds too little spare, or a grant leaves less than an eighth of the slots spare, the
+ * loop's next tick (at most every {@link #RECALL_INTERVAL_NANOS}, at once for a refused admission, which a connection
+ * waits for) asks every connection whose window grew beyond the
+ * minimum to give back what it holds beyond it ({@link FrameHeader#RECALL}). A peer with nothing queued answers with
+ * the credits given back ({@link FrameHeader#RELEASE}), which leave its allocation; a busy one keeps its window.
+ * Peers from before recalls ({@link Handshake#FEATURE_CREDIT_RECALL}) are not asked. The recall costs an idle pool
+ * nothing: it runs only after such an event and only while some window is grown.
+ *
+ * <p>A connection's credits return to the pool when it is released, after its queue pair is destroyed. A receive it
+ * consumed just before that may still sit unpolled in the completion queue (the slot is then not yet reposted), so
+ * released credits wait {@link #LIMBO_NANOS} before they can be granted again.
+ *
+ * <p>The SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED, armed with {@link SharedReceiveQueue#armLimit}) reports the
+ * posted count falling below a mark. With credits it can only mean a bug or a peer that sends without credit (which
+ * rnrRetryCount then reports on that peer's connection): the pool arms it at a quarter of its slots as a safety
+ * signal for whoever reads the device's async events; flow control never depends on it.
+ *
+ * <p>Threads: the receive path (consumed, repost, the view) is the loop thread's; admission and release come from
+ * connection-manager threads too, so the accounting is guarded by this object's monitor (uncontended on the data
+ * path: one short section per connection per batch).
+ */
+public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.SharedPool {
+
+    private static final Logger LOG = LoggerFactory.getLogger(SharedReceivePool.class);
+    /** How long released credits wait before they can be granted again (see the class comment). */
+    static final long LIMBO_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** Credits a connection asking for more gets at most in one batch (beyond what it consumed). */
+    private static final int GROWTH_STEP = 8;
+    /** Recalls of one pool are at least this far apart. */
+    static final long RECALL_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** Recalls in a row that brought nothing back, after which a refused admission is told the loops are full. */
+    static final int FRUITLESS_RECALLS = 2;
+
+    /** The credits one connection holds on the pool; guarded by the pool. */
+    public static final class Allocation {
+        private volatile int credits;
+        private boolean released;
+
+        public int credits() {
+            return credits;
+        }
+    }
+
+    private final String name;
+    private final SharedReceiveQueue srq;
+    private final RegisteredMemory memory;
+    private final ByteBuffer view;
+    private final int slots;
+    private final int slotSize;
+    private final int minimum;
+    private final int maximum;
+    private final RecvList repost;
+    /** Released credits and when they may be reused; guarded by this. */
+    private final ArrayDeque<long[]> limbo = new ArrayDeque<>();
+    private int committed;
+    private int limboCredits;
+    private int connections;
+    private boolean pressure;
+    /** Set under the pool's monitor; volatile so the loop can glance at it after each batch without the monitor. */
+    private volatile boolean recallWanted;
+    /** A refused admission asked: the next tick recalls without waiting out the interval. */
+    private boolean recallUrgent;
+    private long lastRecall = System.nanoTime() - RECALL_INTERVAL_NANOS;
+    /**
+     * {@link #creditsReleased} when a recall began at {@code recallMarkTime}, and how many recalls in a row, each at
+     * least an interval after the one marked before, found that none had come back since.
+     */
+    private long releasedAtRecallMark = -1;
+    private long recallMarkTime;
+    private int fruitlessRecalls;
+    private boolean closed;
+
+    volatile long receivesConsumed;
+    volatile long growthGrants;
+    volatile long growthRefused;
+    volatile int peakCommitted;
+    private volatile long recalls;
+    private volatile long creditsReleased;
+    volatile long admissionsRefused;
+
+    private SharedReceivePool(String name, SharedReceiveQueue srq, RegisteredMemory memory, int slots, int slotSize,
+                              int maximum) {
+        this.name = name;
+        this.srq = srq;
+        this.memory = memory;
+        this.view = memory.buffer().duplicate();
+        this.slots = slots;
+        this.slotSize = slotSize;
+        this.minimum = TransportConfig.SHARED_MIN_CREDITS;
+        this.maximum = Math.max(minimum, maximum);
+        this.repost = new RecvList(slots);
+    }
+
+    /**
+     * Registers {@code sharedReceiveSlots * slotSize} (counted against maxRegisteredMemory when {@code device} is the
+     * transport's accounted view), creates the SRQ and posts every slot. What was made is undone on failure.
+     */
+    public static SharedReceivePool create(String name, FabricDevice device, TransportConfig config)
+            throws FabricException {
+        int slots = config.sharedReceiveSlots();
+        long bytes = config.sharedPoolBytes();
+        RegisteredMemory memory = device.register(Math.toIntExact(bytes)); // TransportConfig refuses larger pools
+        SharedReceiveQueue srq = null;
+        try {
+            srq = device.createSharedReceiveQueue(slots);
+            if (srq.capacity() < slots) {
+                throw new FabricException("shared receive queue on " + device.name() + " holds " + srq.capacity()
+                        + " receives, sharedReceiveSlots asks " + slots);
+            }
+            SharedReceivePool pool = new SharedReceivePool(name, srq, memory, slots, config.slotSize(),
+                    config.sharedMaxCredits());
+            RecvList all = new RecvList(slots);
+            for (int s = 0; s < slots; s++) {
+                pool.add(all, s);
+            }
+            srq.postRecv(all);
+            try {
+                srq.armLimit(Math.max(1, slots / 4));
+            } catch (FabricException e) {
+                LOG.debug("{}: SRQ limit event not armed: {}", name, e.getMessage());
+            }
+            LOG.info("{}: shared receive queue of {} receives x {} bytes ({} KiB registered) on {}", name, slots,
+                    config.slotSize(), bytes >> 10, device.name());
+            return pool;
+        } catch (FabricException | RuntimeException e) {
+            if (srq != null) {
+                srq.close(); // receives posted on it die with it, before their memory goes
+            }
+            memory.close();
+            throw e;
+        }
+    }
+
+    private void add(RecvList list, int slot) {
+        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memory.address() + (long) slot * slotSize, slotSize, memory.lkey());
+    }
+
+    public SharedReceiveQueue queue() {
+        return srq;
+    }
+
+    public int slots() {
+        return slots;
+    }
+
+    @Override
+    public long registeredBytes() {
+        return memory.length();
+    }
+
+    /** Recalls made since the pool was created, for monitoring. */
+    public long recalls() {
+        return recalls;
+    }
+
+    /** Credits that grown windows gave back on recalls, for monitoring. */
+    public long creditsReleased() {
+        return creditsReleased;
+    }
+
+    /** The slot's bytes are read from this view (loop thread). */
+    public ByteBuffer view() {
+        return view;
+    }
+
+    /** Where {@code slot} starts in {@link #view()}; -1 for an id that is not one of ours. */
+    public int base(int slot) {
+        return slot >= 0 && slot < slots ? slot * slotSize : -1;
+    }
+
+    /** A receive of the pool completed (whatever its status or connection): its slot is reposted this batch. */
+    public void consumed(int slot) {
+        if (slot >= 0 && slot < slots) {
+            add(repost, slot);
+        }
+    }
+
+    /** Reposts the batch's consumed slots: before any of their credit is granted again (loop thread). */
+    public void repostConsumed() throws FabricException {
+        if (repost.isEmpty()) {
+            return;
+        }
+        int n = repost.size();
+        try {
+            srq.postRecv(repost);
+        } finally {
+            repost.clear();
+        }
+        receivesConsumed += n;
+    }
+
+    /** Admits a connection with its guaranteed minimum; null when the pool cannot promise it. */
+    public synchronized Allocation admit() {
+        reclaimLimbo(System.nanoTime());
+        if (closed || committed + minimum > slots) {
+            admissionsRefused++;
+            wantRecall("an admission found no room");
+            recallUrgent = recallWanted; // a refused connection retries soon (RdmaTransport.RecallPending)
+            return null;
+        }
+        Allocation a = new Allocation();
+        a.credits = minimum;
+        committed += minimum;
+        connections++;
+        peakCommitted = Math.max(peakCommitted, committed);
+        return a;
+    }
+
+    /** The credits a connection starts with: what its handshake offers the peer. */
+    public int minimum() {
+        return minimum;
+    }
+
+    /**
+     * {@code consumed} of the connection's credits were spent (their receives are reposted already) and
+     * {@code released} given back unspent: how many credits it is granted now. It keeps its allocation, grows while
+     * it asks and the pool has spare, and gives consumed credit back to the pool when others are waiting and it did
+     * not ask, or when it has just given credits back (it is idle). -1: the peer spent or gave back more credits than
+     * it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its connection, since
+     * the receives it took were promised to others).
+     */
+    public synchronized int regrant(Allocation a, int consumed, boolean wanted, int owed, int released) {
+        if (a.released) {
+            return 0;
+        }
+        int held = a.credits; // before this batch's consumption
+        int others = committed - Math.max(held, minimum);
+        // credits sent and not yet spent are held - owed (owed only shrinks as we send it, so a late check is lenient)
+        if (consumed + released > held - owed) {
+            // the peer sent without credit: it took receives promised to others; its connection must fail
+            a.credits = 0;
+            committed = others + minimum;
+            return -1;
+        }
+        if (released > 0) {
+            creditsReleased += released; // a volatile write: not on every regrant of the data path
+        }
+        int kept = held - released;
+        int after = kept - consumed;
+        int target = kept;
+        if (wanted && kept < maximum) {
+            int room = slots - others;
+            int grown = Math.min(maximum, Math.min(room, kept + Math.max(GROWTH_STEP, consumed)));
+            if (grown > kept) {
+                target = grown;
+                growthGrants++;
+                if (slots - (others + grown) < slots / 8) {
+                    wantRecall("a grant left less than an eighth spare"); // keep room for admissions
+                }
+            } else {
+                growthRefused++;
+                pressure = true;
+                wantRecall("a growth request found no room");
+            }
+        } else if (!wanted && (pressure || released > 0) && kept > minimum) {
+            target = Math.max(minimum, after);
+        }
+        a.credits = target;
+        committed = others + Math.max(target, minimum);
+        peakCommitted = Math.max(peakCommitted, committed);
+        if (pressure && slots - committed >= GROWTH_STEP) {
+            pressure = false;
+        }
+        return target - after;
+    }
+
+    /** Credits granted beyond the minimum, over every connection (those in limbo aside); guarded by this. */
+    private int grown() {
+        return committed - limboCredits - connections * minimum;
+    }
+
+    private void wantRecall(String why) {
+        if (grown() > 0 && !recallWanted) {
+            recallWanted = true;
+            LOG.debug("{}: recall wanted: {} ({} of {} receives promised, {} beyond the minimums)", name, why,
+                    committed, slots, grown());
+        }
+    }
+
+    /** Whether an event asked for a recall that has not run yet (the loop must tick soon); no lock taken. */
+    public boolean recallWanted() {
+        return recallWanted;
+    }
+
+    /**
+     * Whether a recall is wanted or ran within {@link #RECALL_INTERVAL_NANOS}, while some window is still grown: an
+     * admission refused now may find room a round trip later. Not once {@value #FRUITLESS_RECALLS} recalls in a row
+     * brought nothing back (the windows' holders do not answer, or hold only credits they were never sent): then a
+     * refusal says the loops are full, instead of asking the peer to retry in vain.
+     */
+    public synchronized boolean recallUnderWay(long now) {
+        return grown() > 0 && fruitlessRecalls < FRUITLESS_RECALLS
+                && (recallWanted || now - lastRecall < RECALL_INTERVAL_NANOS);
+    }
+
+    /**
+     * True when the loop should recall grown windows now ({@link #RECALL_INTERVAL_NANOS} after the last time): an
+     * event asked for it and some window is still grown. The loop then asks its connections
+     * ({@code LoopChannel.recall}) to keep {@link #minimum()}.
+     */
+    public synchronized boolean recallDue(long now) {
+        if (!recallWanted || grown() <= 0) {
+            recallWanted = false;
+            return false;
+        }
+        if (now - lastRecall < RECALL_INTERVAL_NANOS && !recallUrgent) {
+            return false;
+        }
+        lastRecall = now;
+        recallWanted = false;
+        recallUrgent = false;
+        // the marked recall had an interval to be answered (refusals recall sooner): did any credit come back?
+        if (releasedAtRecallMark < 0 || now - recallMarkTime >= RECALL_INTERVAL_NANOS) {
+            fruitlessRecalls = releasedAtRecallMark >= 0 && creditsReleased == releasedAtRecallMark
+                    ? fruitlessRecalls + 1 : 0;
+            releasedAtRecallMark = creditsReleased;
+            recallMarkTime = now;
+        }
+        recalls++;
+        return true;
+    }
+
+    /** A connection tearing down spent {@code consumed} credits: nothing is granted back. */
+    public synchronized void forfeit(Allocation a, int consumed) {
+        if (!a.released) {
+            int before = Math.max(a.credits, minimum);
+            a.credits = Math.max(0, a.credits - consumed);
+            committed += Math.max(a.credits, minimum) - before;
+        }
+    }
+
+    /** The connection is gone (its queue pair destroyed): its credits return after {@link #LIMBO_NANOS}. */
+    public synchronized void release(Allocation a) {
+        if (a.released) {
+            return;
+        }
+        a.released = true;
+        connections--;
+        int held = Math.max(a.credits, minimum);
+        a.credits = 0;
+        limbo.addLast(new long[] {System.nanoTime() + LIMBO_NANOS, held});
+        limboCredits += held;
+    }
+
+    /**
+     * Returns credits whose quarantine is over to the pool; true while some are still waiting, or a recall waits
+     * for its interval (the loop keeps ticking until it runs).
+     */
+    public synchronized boolean tick(long now) {
+        reclaimLimbo(now);
+        return !limbo.isEmpty() || (recallWanted && grown() > 0);
+    }
+
+    private void reclaimLimbo(long now) {
+        while (!limbo.isEmpty() && now - limbo.peekFirst()[0] >= 0) {
+            int held = (int) limbo.pollFirst()[1];
+            committed -= held;
+            limboCredits -= held;
+        }
+    }
+
+    /** Credits promised to connections (and in limbo) right now. */
+    synchronized int committed() {
+        return committed;
+    }
+
+    synchronized int connections() {
+        return connections;
+    }
+
+    /** Destroys the SRQ, then its memory; every queue pair on it must be destroyed already. Idempotent. */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        try {
+            srq.close();
+        } catch (RuntimeException e) {
+            // receives still posted point into the memory: leaking it is safe, deregistering it is not
+            LOG.error("{}: destroying the shared receive queue failed; its {} bytes stay registered", name,
+                    memory.length(), e);
+            return;
+        }
+        memory.close();
+        LOG.debug("{}: shared receive queue destroyed", name);
+    }
+
+    @Override
+    public String toString() {
+        return name + "[" + slots + " slots, " + committed + " committed]";
+    }
+}

@@ -1,0 +1,235 @@
+package dev.artemisrdma.transport.channel;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.Connection;
+import dev.artemisrdma.transport.FakeFabric;
+import dev.artemisrdma.transport.HostileServerFixture;
+import dev.artemisrdma.transport.Peers;
+import dev.artemisrdma.transport.RawPeer;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.Completions;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.ImmediateHeader;
+
+/**
+ * Issue 11, 64 KiB rate: a frame larger than a slot goes in fragments of a whole slot with the header in the SEND's
+ * immediate data (a 64 KiB frame in 4 SENDs of 16 KiB, as many packets as one SEND of it), only to a peer that reads
+ * them; what a peer puts in immediate data is judged like an in-band header and fails its connection only.
+ */
+class ImmediateFragmentsTest {
+
+    private static final int SLOT = 16 << 10;
+
+    private static TransportConfig strict() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
+    }
+
+    private static long dataSends(TransportStats s) {
+        return s.sendsPosted() - s.creditFramesSent();
+    }
+
+    @Test
+    void aFrameOfFourSlotsLeavesAsFourWholeSlotSends() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            int[] sizes = {64 << 10, SLOT, SLOT + 1, SLOT - FrameHeader.LENGTH, 3 * SLOT - 5};
+            // SENDs each needs: a whole slot of payload per SEND; a frame that fits behind an in-band header has one
+            int[] sends = {4, 1, 2, 1, 3};
+            int[] immediate = {4, 1, 2, 0, 3};
+            for (int i = 0; i < sizes.length; i++) {
+                TransportStats before = c.client.stats();
+                byte[] frame = Peers.payload(11, i, sizes[i]);
+                c.client.write(ByteBuffer.wrap(frame), true);
+                int n = i + 1;
+                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n);
+                assertEquals(Peers.crc(frame), c.serverSide.crcs.get(i), "frame " + i + " of " + sizes[i] + " bytes");
+                TransportStats after = c.client.stats();
+                assertEquals(sends[i], dataSends(after) - dataSends(before), sizes[i] + " bytes: " + after);
+                assertEquals(immediate[i], after.immediateSends() - before.immediateSends(), sizes[i] + " bytes");
+            }
+        }
+    }
+
+    @Test
+    void largeFramesBothWaysThroughASmallWindowArriveWholeAndInOrder() throws Exception {
+        // a window of 4 per-connection receives: the first fragment often meets the last spare credit and goes with
+        // its header in band (it must return credit), its continuations in immediate data; both kinds interleave
+        TransportConfig small = strict().toBuilder().receiveSlots(4).sharedReceiveQueue(false).build();
+        try (Connection c = new Connection(small, small)) {
+            Random random = new Random(42);
+            int frames = 200;
+            int[] sizes = new int[frames];
+            for (int i = 0; i < frames; i++) {
+                sizes[i] = random.nextInt(4) == 0 ? 1 + random.nextInt(200) : SLOT - 16 + random.nextInt(5 * SLOT);
+            }
+            Thread back = new Thread(() -> {
+                try {
+                    for (int i = 0; i < frames; i++) {
+                        c.serverChannel.write(ByteBuffer.wrap(Peers.payload(13, i, sizes[i])), true);
+                    }
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            back.start();
+            for (int i = 0; i < frames; i++) {
+                c.client.write(ByteBuffer.wrap(Peers.payload(12, i, sizes[i])), true);
+            }
+            back.join(10_000);
+            Peers.await("both streams", 10_000, () -> c.serverSide.count() == frames && c.clientSide.count() == frames);
+            for (int i = 0; i < frames; i++) {
+                assertEquals(Peers.crc(Peers.payload(12, i, sizes[i])), c.serverSide.crcs.get(i), "to server " + i);
+                assertEquals(Peers.crc(Peers.payload(13, i, sizes[i])), c.clientSide.crcs.get(i), "to client " + i);
+            }
+            TransportStats s = c.client.stats();
+            assertTrue(s.immediateSends() > frames, s.toString());
+            assertEquals(0, c.fabric.violations().size(), "RNR or any other verbs rule broken: "
+                    + c.fabric.violations());
+        }
+    }
+
+    @Test
+    void aFirstFragmentOnTheLastCreditGoesInBandAndTheRestInImmediateData() throws Exception {
+        TransportConfig four = strict().toBuilder().receiveSlots(4).sharedReceiveQueue(false).build();
+        try (Connection c = new Connection(four, four)) {
+            RdmaChannelImpl client = (RdmaChannelImpl) c.client;
+            c.serverChannel.setAutoRead(false); // the server returns no credit: the client's window runs down
+            int sent = 0;
+            while (credits(client) > 1) {
+                c.client.write(ByteBuffer.wrap(Peers.payload(14, sent, 100)), true);
+                int n = ++sent;
+                Peers.await("small frame " + n, 5000, () -> c.client.stats().framesSent() == n);
+            }
+            // the large frame waits: the last credit goes only with a SEND that returns credit, and none is owed
+            byte[] large = Peers.payload(15, 0, 3 * SLOT);
+            c.client.write(ByteBuffer.wrap(large), true);
+            Thread.sleep(20);
+            assertEquals(1, credits(client), client.debugState());
+            assertEquals(sent, c.client.stats().framesSent());
+            // the server writes: the client owes credit, its first fragment may take the last credit and return it,
+            // so it goes in band (an immediate first fragment has no room for credit)
+            c.serverChannel.write(ByteBuffer.wrap(new byte[10]), true);
+            Peers.await("the first fragment", 5000, () -> credits(client) == 0);
+            TransportStats first = c.client.stats();
+            assertEquals(0, first.immediateSends(), "the first fragment went in band: " + first);
+            c.serverChannel.setAutoRead(true);
+            int total = sent + 1;
+            Peers.await("the large frame", 5000, () -> c.serverSide.count() == total);
+            assertEquals(Peers.crc(large), c.serverSide.crcs.get(sent));
+            // 16,376 bytes went in band: the other 32,776 are two whole slots and 8 bytes, in immediate data
+            assertEquals(3, c.client.stats().immediateSends(), c.client.stats().toString());
+        }
+    }
+
+    private static int credits(RdmaChannelImpl channel) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile(" credits=(\\d+) ").matcher(
+                " " + channel.debugState());
+        assertTrue(m.find(), channel.debugState());
+        return Integer.parseInt(m.group(1));
+    }
+
+    @Test
+    void aDeviceWithoutImmediateDataKeepsHeadersInBand() throws Exception {
+        FakeFabric iwarp = new FakeFabric();
+        iwarp.withoutImmediateData(); // as siw: SEND_WITH_IMM would be an invalid opcode
+        try (Connection c = new Connection(iwarp, strict(), strict())) {
+            byte[] frame = Peers.payload(16, 0, 64 << 10);
+            c.client.write(ByteBuffer.wrap(frame), true);
+            Peers.await("the frame", 5000, () -> c.serverSide.count() == 1);
+            assertEquals(Peers.crc(frame), c.serverSide.crcs.get(0));
+            TransportStats s = c.client.stats();
+            assertEquals(0, s.immediateSends(), s.toString());
+            assertEquals(5, dataSends(s), "16,376 bytes a fragment behind in-band headers: " + s);
+        }
+    }
+
+    @Test
+    void aPeerThatDoesNotStateTheFeatureGetsHeadersInBand() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer old = f.attacker()) { // its handshake is the old format: offset 20 is 0
+            assertTrue(old.server().readsImmediateFragments(), "our side states that it reads them");
+            Peers.await("the accepted channel", 5000, () -> f.channels.size() == 1);
+            RdmaChannel ch = f.channels.get(0);
+            ch.write(ByteBuffer.wrap(new byte[64 << 10]), true);
+            Peers.await("the frame to leave", 5_000, () -> ch.stats().framesSent() == 1);
+            Peers.await("its SENDs to arrive", 5_000, () -> {
+                try {
+                    old.poll();
+                } catch (FabricException e) {
+                    throw new AssertionError(e);
+                }
+                return old.received().size() == 5;
+            });
+            for (RawPeer.Received r : old.received()) {
+                assertEquals(Completions.NO_IMMEDIATE, r.immediate(), "no immediate data to an older peer");
+            }
+            assertEquals(0, ch.stats().immediateSends());
+            // the first fragment's header in the buffer's headroom, the later ones' in the ring: two entries
+            assertEquals(4, f.fabric.postedSends(2), "in-band later fragments");
+            assertFalse(old.isLost());
+        }
+    }
+
+    @Test
+    void aContinuationWithoutAFirstFragmentFailsThatConnectionOnly() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.continuation(true, 0, 0), 100);
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("continuation fragment without a first one"), why);
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void reservedImmediateBitsFailThatConnectionOnly() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.first(3 * SLOT), SLOT);
+            peer.sendImmediate(ImmediateHeader.continuation(false, 0, 0) | 0x0100_0000, SLOT);
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("reserved bits"), why);
+            assertTrue(why.contains("10.77.0.2"), "names the peer: " + why);
+            assertEquals(0, f.server.reassemblyBudget().used(), "the unfinished frame's memory went back");
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void anImmediateFirstFragmentIsBoundedLikeAnInBandOne() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict().toBuilder().maxFrameSize(1 << 20).build());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.first(Integer.MAX_VALUE), SLOT);
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("exceeds the maximum frame size"), why);
+            assertEquals(0, f.server.reassemblyBudget().used());
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void anImmediateFrameFromARawPeerIsPutTogether() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer peer = f.attacker()) {
+            int frame = 2 * SLOT + 10;
+            peer.sendImmediate(ImmediateHeader.first(frame), SLOT);
+            peer.sendImmediate(ImmediateHeader.continuation(false, 0, 0), SLOT);
+            peer.sendImmediate(ImmediateHeader.continuation(true, 0, 0), 10);
+            Peers.await("the frame", 5000, () -> f.accepted.get(0).count() == 1);
+            assertEquals(frame, f.accepted.get(0).sizes.get(0));
+            assertFalse(peer.isLost());
+        }
+    }
+}

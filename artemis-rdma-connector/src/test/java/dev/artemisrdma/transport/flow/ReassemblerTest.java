@@ -1,0 +1,109 @@
+package dev.artemisrdma.transport.flow;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.Peers;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.wire.FrameHeader;
+
+class ReassemblerTest {
+
+    private static final int F = 100; // fragment capacity
+
+    /** Splits {@code frame} as the sender does and feeds the fragments in; returns the delivered frame. */
+    private static byte[] roundTrip(Reassembler r, byte[] frame) throws FabricException {
+        ByteBuffer result = null;
+        int off = 0;
+        do {
+            int n = Math.min(F, frame.length - off);
+            boolean first = off == 0;
+            boolean last = off + n == frame.length;
+            int flags = (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0);
+            ByteBuffer frag = ByteBuffer.wrap(frame, off, n).slice();
+            ByteBuffer out = r.accept(frag, flags, first ? frame.length : off);
+            if (last) {
+                result = out;
+            } else {
+                assertNull(out);
+            }
+            off += n;
+        } while (off < frame.length);
+        byte[] got = new byte[result.remaining()];
+        result.get(got);
+        r.delivered();
+        return got;
+    }
+
+    @Test
+    void reassemblesEverySizeAroundTheFragmentBoundaries() throws Exception {
+        Reassembler r = new Reassembler(1 << 20, 1 << 16, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
+        for (int size : new int[] {0, 1, F - 1, F, F + 1, 2 * F - 1, 2 * F, 2 * F + 1, 10 * F, 12345, 70000}) {
+            byte[] frame = Peers.payload(7, size, size);
+            assertArrayEquals(frame, roundTrip(r, frame), "size " + size);
+        }
+    }
+
+    @Test
+    void singleFragmentFrameIsTheSlotItself() throws Exception {
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
+        ByteBuffer slot = ByteBuffer.wrap(new byte[] {1, 2, 3});
+        assertSame(slot, r.accept(slot, FrameHeader.FIRST | FrameHeader.LAST, 3));
+    }
+
+    @Test
+    void protocolViolationsAreReported() throws Exception {
+        Reassembler r = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
+        ByteBuffer ten = ByteBuffer.allocate(10);
+        assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 0), "continuation without first");
+        assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), FrameHeader.FIRST, 2000), "too large");
+        assertThrows(FabricException.class,
+                () -> r.accept(ten.duplicate(), FrameHeader.FIRST | FrameHeader.LAST, 11), "length mismatch");
+        assertNull(r.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertTrue(r.inProgress());
+        FabricException e = assertThrows(FabricException.class, () -> r.accept(ten.duplicate(), 0, 5));
+        assertTrue(e.getMessage().contains("offset 5"), e.getMessage());
+        Reassembler r2 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
+        assertNull(r2.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertThrows(FabricException.class, () -> r2.accept(ten.duplicate(), FrameHeader.FIRST, 25),
+                "first inside a frame");
+        Reassembler r3 = new Reassembler(1000, 1000, 1 << 30, new ReassemblyBudget(Long.MAX_VALUE));
+        assertNull(r3.accept(ten.duplicate(), FrameHeader.FIRST, 25));
+        assertThrows(FabricException.class, () -> r3.accept(ten.duplicate(), FrameHeader.LAST, 10),
+                "last fragment short");
+    }
+
+    @Test
+    void memoryFollowsWhatArrivedAndEmptyFragmentsAreRefused() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(1 << 30);
+        Reassembler r = new Reassembler(64 << 20, 4 << 20, 64 << 20, budget);
+        ByteBuffer fragment = ByteBuffer.allocate(F);
+        assertNull(r.accept(fragment.duplicate(), FrameHeader.FIRST, 60 << 20)); // claims 60 MiB, brings 100 bytes
+        assertTrue(budget.used() <= 4096, "reserved " + budget.used());
+        FabricException e = assertThrows(FabricException.class, () -> r.accept(ByteBuffer.allocate(0), 0, F));
+        assertTrue(e.getMessage().contains("without payload"), e.getMessage());
+        Reassembler fresh = new Reassembler(1000, 1000, 1000, budget);
+        assertThrows(FabricException.class, () -> fresh.accept(ByteBuffer.allocate(0), FrameHeader.FIRST, 25));
+        r.release();
+        assertEquals(0, budget.used());
+    }
+
+    @Test
+    void keptBuffersAreDroppedWhenTheBudgetRunsHigh() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(3 * F);
+        Reassembler r = new Reassembler(1 << 20, 1 << 20, 3 * F, budget);
+        roundTrip(r, Peers.payload(1, 0, 2 * F)); // holds 2F of 3F after delivery: above half, so dropped
+        assertEquals(0, budget.used());
+        ReassemblyBudget roomy = new ReassemblyBudget(1 << 20);
+        Reassembler kept = new Reassembler(1 << 20, 1 << 20, 1 << 20, roomy);
+        roundTrip(kept, Peers.payload(1, 0, 2 * F));
+        assertTrue(roomy.used() > 0, "a small buffer is kept for the next frame while the budget is low");
+    }
+}
