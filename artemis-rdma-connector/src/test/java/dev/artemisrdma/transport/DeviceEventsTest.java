@@ -153,9 +153,11 @@ class DeviceEventsTest {
     @Test
     void anAddressChangeRebindsTheListener() throws Exception {
         try (Connection c = new Connection(config(), config())) {
+            int bound = c.fabric.listensBound();
             c.fabric.changeListenerAddress(c.server.localAddress());
+            // the old listener answers isListening until the event reaches it: wait for the new bind
             Peers.await("listener rebound", 2 * ListenerRecovery.RETRY_MILLIS + 2000,
-                    () -> c.fabric.isListening(c.server.localAddress())
+                    () -> c.fabric.listensBound() > bound && c.fabric.isListening(c.server.localAddress())
                             && c.fabric.releasedDevices().isEmpty());
             Peers.Recorder again = new Peers.Recorder();
             RdmaChannel fresh = c.clientTransport.connect(c.server.localAddress(), again);

@@ -433,6 +433,8 @@ public final class FakeFabric implements Fabric {
         deviceRemoved = false;
     }
 
+    final AtomicInteger listensBound = new AtomicInteger();
+
     /** An address change on a listener's address (RDMA_CM_EVENT_ADDR_CHANGE): it re-binds. */
     public void changeListenerAddress(InetSocketAddress address) {
         cm.execute(() -> {
@@ -451,6 +453,11 @@ public final class FakeFabric implements Fabric {
     /** Whether a listener on {@code address} is bound (not lost). */
     public boolean isListening(InetSocketAddress address) {
         return listeners.containsKey(address);
+    }
+
+    /** Listeners bound so far: a rebind shows as a rise, where isListening may not have seen the gap. */
+    public int listensBound() {
+        return listensBound.get();
     }
 
     @Override
@@ -518,6 +525,7 @@ public final class FakeFabric implements Fabric {
         if (listeners.putIfAbsent(addr, l) != null) {
             throw new FabricException("rdma_bind_addr " + addr + ": address in use (EADDRINUSE)");
         }
+        listensBound.incrementAndGet();
         return l;
     }
 

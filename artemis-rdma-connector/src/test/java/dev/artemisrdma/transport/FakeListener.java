@@ -43,6 +43,7 @@ final class FakeListener implements FabricListener {
         if (fabric.listeners.putIfAbsent(address, this) != null) {
             throw new FabricException("rdma_bind_addr " + address + ": address in use (EADDRINUSE)");
         }
+        fabric.listensBound.incrementAndGet();
     }
 
     @Override
