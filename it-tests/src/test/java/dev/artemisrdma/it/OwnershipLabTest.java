@@ -408,14 +408,7 @@ class OwnershipLabTest {
     /** {@code what}, printed with the stacks of this JVM's threads, for a hang to be read from the log. */
     private static String hang(String what) {
         StringBuilder b = new StringBuilder("OwnershipLabTest: HANG: ").append(what).append('\n');
-        for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-            b.append("  thread ").append(e.getKey().getName()).append(" (").append(e.getKey().getState())
-                    .append(")\n");
-            StackTraceElement[] stack = e.getValue();
-            for (int i = 0; i < Math.min(stack.length, 12); i++) {
-                b.append("    at ").append(stack[i]).append('\n');
-            }
-        }
+        b.append(Stacks.of(""));
         try {
             b.append("  rdma resource show: ").append(RdmaResources.now());
         } catch (RuntimeException ex) {
