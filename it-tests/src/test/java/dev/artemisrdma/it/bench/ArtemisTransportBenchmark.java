@@ -623,7 +623,7 @@ public final class ArtemisTransportBenchmark {
 
     private static final double[] PERCENTILES = {50, 90, 99, 99.9};
 
-    private static String percentileName(double p) {
+    static String percentileName(double p) {
         return "p" + (p == (int) p ? Integer.toString((int) p) : Double.toString(p));
     }
 
