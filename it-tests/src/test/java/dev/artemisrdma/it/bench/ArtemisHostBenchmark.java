@@ -176,7 +176,8 @@ public final class ArtemisHostBenchmark {
     /** One round of one scenario over one transport. */
     record Figures(String transport, Scenario scenario, int round, double messagesPerSecond,
                    double cpuMicrosPerMessage, ThreadCpu.Usage threads, long messages, Histogram latency,
-                   double cpuPercentAtRate, long throughputStart, long throughputEnd, long fabricSends) {
+                   double cpuPercentAtRate, long throughputStart, long throughputEnd, long fabricSends,
+                   ArtemisTransportBenchmark.ClientCounters counters) {
 
         double percentileMicros(double p) {
             return latency.getValueAtPercentile(p) / 1000.0;
@@ -223,7 +224,7 @@ public final class ArtemisHostBenchmark {
             warmUp(factories, settings, meter);
             if (settings.jfr) {
                 recording = new Recording(Configuration.getConfiguration("profile"));
-                recording.enable("jdk.ExecutionSample").withPeriod(Duration.ofMillis(5));
+                recording.enable("jdk.ExecutionSample").withPeriod(Duration.ofMillis(1));
                 recording.setToDisk(true);
                 recording.start();
             }
@@ -331,9 +332,10 @@ public final class ArtemisHostBenchmark {
         String queue = "host." + scenario.delivery() + scenario.pairs() + "." + name + round;
         MemoryFabric fabric = MemoryFabric.last();
         long sendsBefore = fabric == null ? 0 : fabric.sends();
-        long t0 = System.currentTimeMillis();
+        ArtemisTransportBenchmark.ClientCounters before = ArtemisTransportBenchmark.ClientCounters.read(HOST);
         AllOut a = ArtemisTransportBenchmark.throughput(cf, queue, scenario, settings.throughputSeconds, meter);
-        long t1 = System.currentTimeMillis();
+        ArtemisTransportBenchmark.ClientCounters counters = ArtemisTransportBenchmark.ClientCounters.read(HOST)
+                .minus(before);
         long sends = fabric == null ? 0 : fabric.sends() - sendsBefore;
         double[] cpu = new double[1];
         Histogram h = ArtemisTransportBenchmark.fixedRate(cf, queue + ".lat", scenario, settings.rate,
@@ -343,7 +345,7 @@ public final class ArtemisHostBenchmark {
                 a.messagesPerSecond(), a.cpuMicrosPerMessage(), a.threads().jitMillis(), settings.rate,
                 h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0, cpu[0]);
         return new Figures(name, scenario, round, a.messagesPerSecond(), a.cpuMicrosPerMessage(), a.threads(),
-                a.messages(), h, cpu[0], t0, t1, sends);
+                a.messages(), h, cpu[0], a.startMillis(), a.endMillis(), sends, counters);
     }
 
     /** All-out phases of every scenario over every transport for WARMUP_SECONDS (every scenario at least once). */
@@ -375,6 +377,8 @@ public final class ArtemisHostBenchmark {
     static final class Profile {
         final Map<String, Long> byComponent = new TreeMap<>();
         final Map<String, Long> byMethod = new HashMap<>();
+        /** Samples by the first frame of ours (dev.artemisrdma) from the top: our methods with what they call. */
+        final Map<String, Long> byOurMethod = new HashMap<>();
         long samples;
 
         static String key(Scenario s, String transport) {
@@ -403,7 +407,17 @@ public final class ArtemisHostBenchmark {
                 }
                 Profile p = profiles.computeIfAbsent(key(phase.scenario, phase.transport), k -> new Profile());
                 p.samples++;
-                p.byComponent.merge(component(stack.getFrames()), 1L, Long::sum);
+                String component = component(stack.getFrames());
+                p.byComponent.merge(component, 1L, Long::sum);
+                boolean mine = (component.contains("our ") || component.startsWith("fabric")) && component != SPIN;
+                for (RecordedFrame f : mine ? stack.getFrames() : List.<RecordedFrame>of()) {
+                    String c = f.getMethod().getType().getName();
+                    if (c.startsWith("dev.artemisrdma.") && !c.startsWith("dev.artemisrdma.it.bench.Artemis")) {
+                        p.byOurMethod.merge(c + "." + f.getMethod().getName() + ":" + f.getLineNumber(), 1L,
+                                Long::sum);
+                        break;
+                    }
+                }
                 RecordedFrame top = stack.getFrames().get(0);
                 p.byMethod.merge(top.getMethod().getType().getName() + "." + top.getMethod().getName(), 1L,
                         Long::sum);
@@ -411,8 +425,19 @@ public final class ArtemisHostBenchmark {
             return profiles;
         }
 
-        /** The component of the first frame from the top that is not the JDK's (fabric API data classes skipped). */
+        /**
+         * The component of the first frame from the top that is not the JDK's (fabric API data classes skipped); Netty
+         * is named with the first component under it that called it (Artemis's buffers are Netty's, and so are
+         * some of ours).
+         */
         static String component(List<RecordedFrame> frames) {
+            for (RecordedFrame f : frames) {
+                if (f.getMethod().getName().equals("spin")
+                        && f.getMethod().getType().getName().equals("dev.artemisrdma.transport.CompletionLoop")) {
+                    return SPIN; // the busy-poll a spin window buys (with verbs: ibv_poll_cq in a loop)
+                }
+            }
+            String netty = null;
             for (RecordedFrame f : frames) {
                 String c = f.getMethod().getType().getName();
                 if (c.startsWith("java.") || c.startsWith("javax.") || c.startsWith("jdk.") || c.startsWith("sun.")
@@ -422,9 +447,14 @@ public final class ArtemisHostBenchmark {
                 if (c.startsWith("dev.artemisrdma.transport.fabric.")) {
                     continue; // Completions, SendList, RecvList: filled and read by both sides; their caller counts
                 }
-                return componentOf(c);
+                String component = componentOf(c);
+                if (component.equals("Netty")) {
+                    netty = component;
+                    continue;
+                }
+                return netty == null ? component : "Netty, called by " + component;
             }
-            return "JDK";
+            return netty != null ? "Netty" : "JDK";
         }
 
         static String componentOf(String c) {
@@ -471,6 +501,7 @@ public final class ArtemisHostBenchmark {
     }
 
     static final String KERNEL = "kernel (system calls of Java threads)";
+    static final String SPIN = "our transport: loops busy-polling";
     static final String VM = "GC, JIT, VM threads (not sampled)";
 
     /**
@@ -586,6 +617,18 @@ public final class ArtemisHostBenchmark {
         if (c.has("rdma")) {
             row(c, false, "fabric SENDs per message", f -> f.messages == 0 ? 0 : (double) f.fabricSends / f.messages,
                     "%.2f");
+        }
+        if (c.has("rdma")) {
+            List<Figures> r = c.rounds("rdma");
+            ArtemisTransportBenchmark.ClientCounters k = ArtemisTransportBenchmark.ClientCounters.sum(
+                    r.stream().map(Figures::counters).toList());
+            double n = r.stream().mapToLong(Figures::messages).sum();
+            System.out.printf(Locale.ROOT, "RDMA transport (the JVM's, broker and clients), all-out, per message: "
+                    + "%.2f frames sent, %.2f received, %.2f completions, %.3f credit stalls; loops: %.3f wake-ups, "
+                    + "%.3f blocks, %.3f spins (%.0f %% caught a completion), %.1f us loop CPU%n", k.framesSent() / n,
+                    k.framesReceived() / n, k.completions() / n, k.creditStalls() / n, k.wakeUps() / n,
+                    k.blocks() / n, k.spins() / n, k.spins() == 0 ? 0 : 100.0 * k.spinHits() / k.spins(),
+                    k.loopCpuNanos() / 1000.0 / n);
         }
         System.out.printf(Locale.ROOT, "(throughput: %s s all-out; latency: send to receive at %d msg/s in all; CPU: "
                 + "the whole process, broker and clients)%n", settings.throughputSeconds, settings.rate);
@@ -737,6 +780,14 @@ public final class ArtemisHostBenchmark {
                             hot.printf(Locale.ROOT, "%s, %s: %d samples, hottest methods (self, top frame):%n",
                                     c.scenario.label(), label(t), p.samples);
                             for (Map.Entry<String, Long> e : p.hottest(25)) {
+                                hot.printf(Locale.ROOT, "  %5.1f %%  %s%n", 100.0 * e.getValue() / p.samples,
+                                        e.getKey());
+                            }
+                            hot.printf(Locale.ROOT, "  ours (samples of our components, by the first frame of "
+                                    + "dev.artemisrdma from the top: our methods with the JDK and Netty code they call):%n");
+                            List<Map.Entry<String, Long>> mine = new ArrayList<>(p.byOurMethod.entrySet());
+                            mine.sort(Map.Entry.<String, Long>comparingByValue().reversed());
+                            for (Map.Entry<String, Long> e : mine.subList(0, Math.min(30, mine.size()))) {
                                 hot.printf(Locale.ROOT, "  %5.1f %%  %s%n", 100.0 * e.getValue() / p.samples,
                                         e.getKey());
                             }
