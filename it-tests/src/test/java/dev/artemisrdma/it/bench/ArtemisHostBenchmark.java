@@ -60,8 +60,8 @@ import java.util.function.ToDoubleFunction;
  * those threads' CPU (system calls) and the process's CPU outside Java threads (GC, JIT, VM) are rows of their own.
  *
  * <p>Knobs (environment): {@code DELIVERY} ("nonpersistent persistent"), {@code PAIRS} ("1 16"), {@code ROUNDS} (5),
- * {@code TRANSPORTS} ("invm rdma tcp"), {@code THROUGHPUT_SECONDS} (3), {@code RATE} (1000 msg/s in all), {@code
- * LATENCY_SECONDS} (3), {@code WARMUP_SECONDS} (40), {@code ACCEPTOR_PARAMS} (transport keys for the RDMA acceptor,
+ * {@code TRANSPORTS} ("invm rdma tcp"), {@code THROUGHPUT_SECONDS} (3), {@code RATE} (1000 msg/s in all), {@code PERSISTENT_RATE} (200), {@code
+ * LATENCY_SECONDS} (2), {@code WARMUP_SECONDS} (45), {@code ACCEPTOR_PARAMS} (transport keys for the RDMA acceptor,
  * {@code key=value;key=value}), {@code JFR} (1; 0 records nothing), {@code JOURNAL_DIR} (/dev/shm when there is
  * one); results into the folder given as the only argument.
  */
@@ -101,8 +101,13 @@ public final class ArtemisHostBenchmark {
                 verbs rules per operation: a correctness tool, not a cost model.""";
 
     record Settings(List<Boolean> deliveries, List<Integer> pairs, int rounds, List<String> transports,
-                    double throughputSeconds, int rate, double latencySeconds, int warmupSeconds, boolean jfr,
-                    Map<String, String> acceptorParams) {
+                    double throughputSeconds, int rate, int persistentRate, double latencySeconds,
+                    int warmupSeconds, boolean jfr, Map<String, String> acceptorParams) {
+
+        /** The latency phase's rate: persistent sends wait for the journal, whose NIO buffer syncs every 3.3 ms. */
+        int rate(Scenario s) {
+            return s.persistent() ? persistentRate : rate;
+        }
 
         List<Scenario> scenarios() {
             List<Scenario> all = new ArrayList<>();
@@ -147,8 +152,9 @@ public final class ArtemisHostBenchmark {
             }
             return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "5")), transports,
                     Double.parseDouble(env("THROUGHPUT_SECONDS", "3")), positive("RATE", env("RATE", "1000")),
-                    Double.parseDouble(env("LATENCY_SECONDS", "3")),
-                    Integer.parseInt(env("WARMUP_SECONDS", "40")), !env("JFR", "1").equals("0"), params);
+                    positive("PERSISTENT_RATE", env("PERSISTENT_RATE", "200")),
+                    Double.parseDouble(env("LATENCY_SECONDS", "2")),
+                    Integer.parseInt(env("WARMUP_SECONDS", "45")), !env("JFR", "1").equals("0"), params);
         }
 
         private static String env(String name, String fallback) {
@@ -203,7 +209,8 @@ public final class ArtemisHostBenchmark {
         System.out.println("artemis-host-bench: one JVM (" + Runtime.getRuntime().availableProcessors()
                 + " CPUs), one broker (persistence on, NIO journal in " + data + "), " + settings.rounds
                 + " rounds of " + settings.transports + " (order rotating), " + settings.throughputSeconds
-                + " s all-out, " + settings.rate + " msg/s for " + settings.latencySeconds + " s; RDMA acceptor "
+                + " s all-out, " + settings.rate + " msg/s (persistent: " + settings.persistentRate + ") for "
+                + settings.latencySeconds + " s; RDMA acceptor "
                 + "params " + settings.acceptorParams + "; JVM " + System.getProperty("java.vm.version") + " "
                 + java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments());
         System.out.println(FABRIC_NOTE);
@@ -338,11 +345,11 @@ public final class ArtemisHostBenchmark {
                 .minus(before);
         long sends = fabric == null ? 0 : fabric.sends() - sendsBefore;
         double[] cpu = new double[1];
-        Histogram h = ArtemisTransportBenchmark.fixedRate(cf, queue + ".lat", scenario, settings.rate,
+        Histogram h = ArtemisTransportBenchmark.fixedRate(cf, queue + ".lat", scenario, settings.rate(scenario),
                 settings.latencySeconds, cpu, meter);
         System.out.printf(Locale.ROOT, "%s %s round %d: %.0f msg/s, %.1f us CPU/msg, JIT %d ms; @%d/s p50 %.1f us, "
                         + "p99 %.1f us, CPU %.0f %% of a core%n", scenario.label(), label(name), round,
-                a.messagesPerSecond(), a.cpuMicrosPerMessage(), a.threads().jitMillis(), settings.rate,
+                a.messagesPerSecond(), a.cpuMicrosPerMessage(), a.threads().jitMillis(), settings.rate(scenario),
                 h.getValueAtPercentile(50) / 1000.0, h.getValueAtPercentile(99) / 1000.0, cpu[0]);
         return new Figures(name, scenario, round, a.messagesPerSecond(), a.cpuMicrosPerMessage(), a.threads(),
                 a.messages(), h, cpu[0], a.startMillis(), a.endMillis(), sends, counters);
@@ -613,7 +620,7 @@ public final class ArtemisHostBenchmark {
                     "%.1f");
         }
         row(c, ratios, "latency max, us", f -> f.latency.getMaxValue() / 1000.0, "%.0f");
-        row(c, ratios, "CPU @" + settings.rate + "/s, % core", Figures::cpuPercentAtRate, "%.1f");
+        row(c, ratios, "CPU @" + settings.rate(c.scenario) + "/s, % core", Figures::cpuPercentAtRate, "%.1f");
         if (c.has("rdma")) {
             row(c, false, "fabric SENDs per message", f -> f.messages == 0 ? 0 : (double) f.fabricSends / f.messages,
                     "%.2f");
@@ -631,7 +638,7 @@ public final class ArtemisHostBenchmark {
                     k.loopCpuNanos() / 1000.0 / n);
         }
         System.out.printf(Locale.ROOT, "(throughput: %s s all-out; latency: send to receive at %d msg/s in all; CPU: "
-                + "the whole process, broker and clients)%n", settings.throughputSeconds, settings.rate);
+                + "the whole process, broker and clients)%n", settings.throughputSeconds, settings.rate(c.scenario));
         if (!profiles.isEmpty()) {
             System.out.println("  CPU per message by component, all-out, all rounds (us; JFR execution samples "
                     + "scaled to the Java threads' user CPU):");
@@ -679,7 +686,8 @@ public final class ArtemisHostBenchmark {
     private static void printSummary(List<Comparison> comparisons, Settings settings) {
         System.out.println();
         System.out.println("Ours (RDMA over the in-memory fabric) against the floor (in-VM) and Netty TCP: median of "
-                + "the rounds' ratios (lowest..highest); latency @" + settings.rate + " msg/s");
+                + "the rounds' ratios (lowest..highest); latency @" + settings.rate + " msg/s (persistent @"
+                + settings.persistentRate + ")");
         System.out.printf(Locale.ROOT, "%-26s %18s %18s %18s %18s %18s %18s%n", "scenario", "thr /in-VM", "thr /TCP",
                 "p50 /in-VM", "p50 /TCP", "CPU/msg /in-VM", "p99 /in-VM");
         for (Comparison c : comparisons) {
@@ -745,7 +753,7 @@ public final class ArtemisHostBenchmark {
                             ArtemisTransportBenchmark.median(mps), c.median(t, Figures::cpuMicrosPerMessage),
                             ArtemisTransportBenchmark.median(p50), c.median(t, f -> f.percentileMicros(90)),
                             c.median(t, f -> f.percentileMicros(99)), c.median(t, f -> f.percentileMicros(99.9)),
-                            c.median(t, f -> f.latency.getMaxValue() / 1000.0), settings.rate,
+                            c.median(t, f -> f.latency.getMaxValue() / 1000.0), settings.rate(c.scenario),
                             c.median(t, Figures::cpuPercentAtRate), mps.length, Arrays.stream(mps).min().orElse(0),
                             Arrays.stream(mps).max().orElse(0), Arrays.stream(p50).min().orElse(0),
                             Arrays.stream(p50).max().orElse(0),
@@ -760,7 +768,7 @@ public final class ArtemisHostBenchmark {
                                         + "%d%n", c.scenario.delivery(), c.scenario.pairs(), t, f.round,
                                 f.messagesPerSecond, f.cpuMicrosPerMessage, f.percentileMicros(50),
                                 f.percentileMicros(90), f.percentileMicros(99), f.percentileMicros(99.9),
-                                f.latency.getMaxValue() / 1000.0, settings.rate, f.cpuPercentAtRate,
+                                f.latency.getMaxValue() / 1000.0, settings.rate(c.scenario), f.cpuPercentAtRate,
                                 f.messages == 0 ? 0 : (double) f.fabricSends / f.messages, f.throughputStart,
                                 f.throughputEnd);
                     }
