@@ -61,7 +61,7 @@ import java.util.function.ToDoubleFunction;
  *
  * <p>Knobs (environment): {@code DELIVERY} ("nonpersistent persistent"), {@code PAIRS} ("1 16"), {@code ROUNDS} (5),
  * {@code TRANSPORTS} ("invm rdma tcp"), {@code THROUGHPUT_SECONDS} (3), {@code RATE} (1000 msg/s in all), {@code PERSISTENT_RATE} (200), {@code
- * LATENCY_SECONDS} (2), {@code WARMUP_SECONDS} (45), {@code ACCEPTOR_PARAMS} (transport keys for the RDMA acceptor,
+ * LATENCY_SECONDS} (2), {@code WARMUP_SECONDS} (45, then on until the JIT settled), {@code ACCEPTOR_PARAMS} (transport keys for the RDMA acceptor,
  * {@code key=value;key=value}), {@code JFR} (1; 0 records nothing), {@code JOURNAL_DIR} (/dev/shm when there is
  * one); results into the folder given as the only argument.
  */
@@ -355,7 +355,12 @@ public final class ArtemisHostBenchmark {
                 a.messages(), h, cpu[0], a.startMillis(), a.endMillis(), sends, counters);
     }
 
-    /** All-out phases of every scenario over every transport for WARMUP_SECONDS (every scenario at least once). */
+    /**
+     * All-out phases of every scenario over every transport, until the JIT has settled: at least WARMUP_SECONDS and
+     * every scenario once, then until one scenario's phases (every transport) spent at most {@value #SETTLED_JIT_SHARE}
+     * of their time compiling; {@value #WARMUP_BOUND_SECONDS} s at most. (A run on a host busy with other work compiled
+     * for seconds in each round after a fixed 45 s, and its first rounds read 3-10x below its last.)
+     */
     private static void warmUp(Map<String, ActiveMQConnectionFactory> factories, Settings settings, CpuMeter meter)
             throws Exception {
         List<Scenario> scenarios = settings.scenarios();
@@ -364,6 +369,7 @@ public final class ArtemisHostBenchmark {
             Scenario scenario = scenarios.get(i % scenarios.size());
             StringBuilder line = new StringBuilder();
             long jit = 0;
+            long passStart = System.nanoTime();
             for (String t : settings.transports) {
                 AllOut a = ArtemisTransportBenchmark.throughput(factories.get(t), "warmup" + i + t, scenario,
                         WARMUP_PHASE_SECONDS, meter);
@@ -371,12 +377,24 @@ public final class ArtemisHostBenchmark {
                 line.append(line.length() == 0 ? "" : ", ").append(label(t)).append(' ')
                         .append(Math.round(a.messagesPerSecond()));
             }
-            System.out.printf(Locale.ROOT, "warm-up %d (%s): %s msg/s, JIT %d ms%n", i, scenario.label(), line, jit);
-            if (i + 1 >= scenarios.size() && (System.nanoTime() - start) / 1e9 >= settings.warmupSeconds) {
+            double share = jit / ((System.nanoTime() - passStart) / 1e6);
+            double elapsed = (System.nanoTime() - start) / 1e9;
+            System.out.printf(Locale.ROOT, "warm-up %d (%s): %s msg/s, JIT compiling %.0f %% of the time%n", i,
+                    scenario.label(), line, 100 * share);
+            if (i + 1 >= scenarios.size() && elapsed >= settings.warmupSeconds && share <= SETTLED_JIT_SHARE) {
+                System.out.printf(Locale.ROOT, "warm-up: the JIT settled after %.0f s%n", elapsed);
+                return;
+            }
+            if (i + 1 >= scenarios.size() && elapsed >= WARMUP_BOUND_SECONDS) {
+                System.out.printf(Locale.ROOT, "warm-up: %d s passed before the JIT settled; measuring anyway (JIT per "
+                        + "round in the lines below)%n", WARMUP_BOUND_SECONDS);
                 return;
             }
         }
     }
+
+    private static final double SETTLED_JIT_SHARE = 0.03;
+    private static final int WARMUP_BOUND_SECONDS = 150;
 
     // ---------------------------------------------------------------- profile
 
@@ -639,6 +657,17 @@ public final class ArtemisHostBenchmark {
         }
         System.out.printf(Locale.ROOT, "(throughput: %s s all-out; latency: send to receive at %d msg/s in all; CPU: "
                 + "the whole process, broker and clients)%n", settings.throughputSeconds, settings.rate(c.scenario));
+        for (String t : c.transports) {
+            List<Figures> r = c.rounds(t);
+            ThreadCpu.Usage usage = ThreadCpu.Usage.sum(r.stream().map(Figures::threads).toList());
+            double n = r.stream().mapToLong(Figures::messages).sum();
+            StringBuilder line = new StringBuilder();
+            for (Map.Entry<String, Long> e : usage.top(6)) {
+                line.append(String.format(Locale.ROOT, "%s%.1f %s", line.length() == 0 ? "" : ", ",
+                        e.getValue() / 1000.0 / n, e.getKey()));
+            }
+            System.out.printf(Locale.ROOT, "  busiest threads, all-out, %s (us per message): %s%n", label(t), line);
+        }
         if (!profiles.isEmpty()) {
             System.out.println("  CPU per message by component, all-out, all rounds (us; JFR execution samples "
                     + "scaled to the Java threads' user CPU):");
