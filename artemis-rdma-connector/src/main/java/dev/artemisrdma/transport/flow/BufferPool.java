@@ -119,7 +119,7 @@ public final class BufferPool implements AutoCloseable {
     }
 
     /** A slab of one size class: how many of its buffers are out, and since when none is. */
-    private static final class Slab {
+    static final class Slab {
         final RegisteredMemory memory;
         final long start;
         final long end;
@@ -208,6 +208,10 @@ public final class BufferPool implements AutoCloseable {
         }
 
         private Slab slabOf(PooledBuffer b) {
+            Slab carvedFrom = b.slab;
+            if (carvedFrom != null) {
+                return carvedFrom; // set when the slab was carved: no scan of every slab, twice per message
+            }
             for (int i = own.size() - 1; i >= 0; i--) {
                 Slab slab = own.get(i);
                 if (slab.holds(b)) {
@@ -244,14 +248,17 @@ public final class BufferPool implements AutoCloseable {
                 slab = device.register(bytes);
                 slabs.add(slab);
             }
-            own.add(new Slab(slab, System.nanoTime()));
+            Slab carved = new Slab(slab, System.nanoTime());
+            own.add(carved);
             LOG.debug("send pool on {}: registered {} bytes for {}-byte buffers", device.name(), bytes, size);
             int n = bytes / stride;
             if (free.length < count + n) {
                 free = java.util.Arrays.copyOf(free, Math.max(free.length * 2, count + n));
             }
             for (int i = 0; i < n; i++) {
-                free[count++] = new PooledBuffer(BufferPool.this, this, slab, i * stride + HEADROOM, size);
+                PooledBuffer b = new PooledBuffer(BufferPool.this, this, slab, i * stride + HEADROOM, size);
+                b.slab = carved;
+                free[count++] = b;
             }
         }
     }

@@ -36,6 +36,12 @@ public final class PooledBuffer {
      * outlive 2^30 hand-outs of the same buffer to match again). */
     private final AtomicInteger state = new AtomicInteger(FREE);
 
+    /**
+     * The slab of its size class it was carved from (null for a dedicated registration), so that taking and freeing
+     * it finds its slab's count at once; written once, before the buffer is first published by the class's lock.
+     */
+    BufferPool.Slab slab;
+
     /** Frame bookkeeping, valid while a channel owns the buffer (guarded by the channel's lock). */
     private int frameLength;
     private int sentOffset;

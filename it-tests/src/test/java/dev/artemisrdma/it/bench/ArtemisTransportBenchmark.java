@@ -325,6 +325,7 @@ public final class ArtemisTransportBenchmark {
             List<Thread> threads = new ArrayList<>();
             byte[] body = new byte[SIZE];
             meter.mark();
+            long markedAt = System.currentTimeMillis();
             long start = System.nanoTime();
             long deadline = start + (long) (seconds * 1e9);
             for (int i = 0; i < n; i++) {
@@ -381,12 +382,14 @@ public final class ArtemisTransportBenchmark {
                 t.join();
             }
             ThreadCpu.Usage usage = meter.usage();
+            long measuredUntil = System.currentTimeMillis();
             if (failure.get() != null) {
                 throw failure.get();
             }
             long total = Arrays.stream(received).sum();
             long end = Arrays.stream(lastReceived).max().orElse(start);
-            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage, total);
+            return new AllOut(total / ((end - start) / 1e9), usage.processNanos() / 1000.0 / total, usage, total,
+                    markedAt, measuredUntil);
         } finally {
             Pair.closeAll(pairs);
         }
@@ -467,7 +470,9 @@ public final class ArtemisTransportBenchmark {
     }
 
     /** What one all-out phase achieved, and the CPU it cost (all the benchmark's processes), by thread. */
-    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads, long messages) {
+    /** ... and when its CPU was measured (wall clock, from the mark to the reading: set-up and close left out). */
+    record AllOut(double messagesPerSecond, double cpuMicrosPerMessage, ThreadCpu.Usage threads, long messages,
+                  long startMillis, long endMillis) {
     }
 
     /**
@@ -623,7 +628,7 @@ public final class ArtemisTransportBenchmark {
 
     private static final double[] PERCENTILES = {50, 90, 99, 99.9};
 
-    private static String percentileName(double p) {
+    static String percentileName(double p) {
         return "p" + (p == (int) p ? Integer.toString((int) p) : Double.toString(p));
     }
 

@@ -39,6 +39,7 @@ public final class Charts {
 
     static final String RDMAPERF_SUMMARY = "rdmaperf-summary.csv";
     static final String ARTEMIS_SUMMARY = "artemis-summary.csv";
+    static final String ARTEMIS_HOST_SUMMARY = "artemis-host-summary.csv";
     static final String MEASURED_ON = "measured-on.txt";
     private static final int WIDTH = 800;
     private static final int HEIGHT = 480;
@@ -76,6 +77,10 @@ public final class Charts {
         Path rdmaperf = dir.resolve(RDMAPERF_SUMMARY);
         if (Files.isRegularFile(rdmaperf)) {
             written.addAll(rdmaperf(dir, Table.read(rdmaperf), date(rdmaperf)));
+        }
+        Path host = dir.resolve(ARTEMIS_HOST_SUMMARY);
+        if (Files.isRegularFile(host)) {
+            written.addAll(artemisHost(dir, Table.read(host), date(host)));
         }
         Path artemis = dir.resolve(ARTEMIS_SUMMARY);
         if (Files.isRegularFile(artemis)) {
@@ -205,6 +210,99 @@ public final class Charts {
         BitmapEncoder.saveBitmap(new ArrayList<>(panels), rows, columns, file.toString(), BitmapFormat.PNG);
         written.add(file);
         return written;
+    }
+
+    // ---------------------------------------------------------------- artemis-host-bench
+
+    private static final String[] HOST_TRANSPORTS = {"invm", "rdma", "tcp"};
+    private static final String[] HOST_NAMES = {"in-VM (the floor)", "RDMA, in-memory fabric", "Netty TCP, loopback"};
+    private static final Color INVM = new Color(0x1b, 0x9e, 0x77);
+
+    private static Color hostColor(int i) {
+        return i == 0 ? INVM : i == 1 ? RDMA : TCP;
+    }
+
+    private static List<Path> artemisHost(Path dir, Table t, String date) throws IOException {
+        List<Path> written = new ArrayList<>();
+        List<String> scenarios = new ArrayList<>();
+        Map<String, Map<String, Map<String, String>>> rows = new LinkedHashMap<>();
+        for (Map<String, String> row : t.rows) {
+            String key = row.get("delivery") + "-" + row.get("pairs");
+            if (!rows.containsKey(key)) {
+                scenarios.add(key);
+                rows.put(key, new LinkedHashMap<>());
+            }
+            rows.get(key).put(row.get("transport"), row);
+        }
+        written.add(save(hostBars(scenarios, rows, "msgs_per_s", "JMS throughput, 1 KiB, all-out, one JVM on the host ("
+                + date + ")", "messages per second"), dir, "artemis-host-throughput"));
+        written.add(save(hostBars(scenarios, rows, "cpu_us_per_msg", "CPU per message, broker and clients in one JVM "
+                + "(host, " + date + ")", "CPU microseconds per message"), dir, "artemis-host-cpu-per-message"));
+        List<XYChart> panels = new ArrayList<>();
+        for (String scenario : scenarios) {
+            Map<String, String> any = rows.get(scenario).values().iterator().next();
+            XYChart chart = new XYChartBuilder().width(WIDTH).height(HEIGHT).title("Latency, " + scenarioLabel(scenario)
+                    + ", " + any.get("rate") + " msg/s (host, " + date + ")").xAxisTitle("percentile")
+                    .yAxisTitle("send to receive, ms (log)").build();
+            style(chart.getStyler());
+            chart.getStyler().setYAxisLogarithmic(true).setYAxisLogarithmicDecadeOnly(false);
+            chart.getStyler().setYAxisDecimalPattern("#,##0.###");
+            chart.getStyler().setxAxisTickLabelsFormattingFunction(Charts::percentileLabel);
+            chart.getStyler().setXAxisMin(0.0);
+            chart.getStyler().setLegendPosition(Styler.LegendPosition.InsideNW);
+            chart.getStyler().setMarkerSize(0);
+            for (int i = 0; i < HOST_TRANSPORTS.length; i++) {
+                Path hgrm = dir.resolve("artemis-host-latency-" + scenario + "-" + HOST_TRANSPORTS[i] + ".hgrm");
+                if (!Files.isRegularFile(hgrm)) {
+                    continue;
+                }
+                double[][] xy = readPercentiles(hgrm);
+                XYSeries s = chart.addSeries(HOST_NAMES[i], xy[0], xy[1]);
+                s.setMarker(SeriesMarkers.NONE);
+                s.setLineColor(hostColor(i));
+                s.setLineWidth(2.5f);
+            }
+            panels.add(chart);
+        }
+        int columns = panels.size() == 1 ? 1 : 2;
+        int rowCount = (panels.size() + columns - 1) / columns;
+        Path file = dir.resolve("artemis-host-latency-percentiles.png");
+        BitmapEncoder.saveBitmap(new ArrayList<>(panels), rowCount, columns, file.toString(), BitmapFormat.PNG);
+        written.add(file);
+        return written;
+    }
+
+    /** Bars per scenario, one series per transport; each scenario's label carries RDMA/in-VM. */
+    private static CategoryChart hostBars(List<String> scenarios, Map<String, Map<String, Map<String, String>>> rows,
+                                          String column, String title, String yTitle) {
+        CategoryChart chart = new CategoryChartBuilder().width(1100).height(HEIGHT).title(title)
+                .xAxisTitle("scenario: RDMA/in-VM").yAxisTitle(yTitle).build();
+        style(chart.getStyler());
+        chart.getStyler().setLabelsVisible(true).setLabelsRotation(0).setLabelsPosition(0.9);
+        chart.getStyler().setYAxisDecimalPattern("#,##0.#");
+        List<String> x = new ArrayList<>();
+        List<List<Double>> series = new ArrayList<>();
+        for (int i = 0; i < HOST_TRANSPORTS.length; i++) {
+            series.add(new ArrayList<>());
+        }
+        for (String scenario : scenarios) {
+            Map<String, Map<String, String>> byTransport = rows.get(scenario);
+            double floor = value(byTransport.get("invm"), column);
+            double ours = value(byTransport.get("rdma"), column);
+            x.add(String.format(Locale.ROOT, "%s: %.2fx", scenarioLabel(scenario), floor == 0 ? 0 : ours / floor));
+            for (int i = 0; i < HOST_TRANSPORTS.length; i++) {
+                series.get(i).add(value(byTransport.get(HOST_TRANSPORTS[i]), column));
+            }
+        }
+        for (int i = 0; i < HOST_TRANSPORTS.length; i++) {
+            chart.addSeries(HOST_NAMES[i], x, series.get(i)).setFillColor(hostColor(i));
+        }
+        chart.getStyler().setLegendPosition(Styler.LegendPosition.OutsideS);
+        return chart;
+    }
+
+    private static double value(Map<String, String> row, String column) {
+        return row == null ? 0 : Double.parseDouble(row.get(column));
     }
 
     private static String scenarioLabel(String key) {
