@@ -1,5 +1,9 @@
 package dev.artemisrdma.it.bench;
 
+import static dev.artemisrdma.it.bench.BenchEnv.env;
+import static dev.artemisrdma.it.bench.BenchEnv.positive;
+import static dev.artemisrdma.it.bench.BenchEnv.words;
+
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.artemis.RdmaRuntime;
 import dev.artemisrdma.it.artemis.LabBroker;
@@ -157,26 +161,6 @@ public final class ArtemisHostBenchmark {
                     Integer.parseInt(env("WARMUP_SECONDS", "45")), !env("JFR", "1").equals("0"), params);
         }
 
-        private static String env(String name, String fallback) {
-            String value = System.getenv(name);
-            return value == null || value.isBlank() ? fallback : value.trim();
-        }
-
-        private static List<String> words(String name, String fallback) {
-            return Arrays.asList(env(name, fallback).split("[\\s,]+"));
-        }
-
-        private static int positive(String name, String value) {
-            try {
-                int n = Integer.parseInt(value);
-                if (n > 0) {
-                    return n;
-                }
-            } catch (NumberFormatException e) {
-                // reported below
-            }
-            throw new IllegalArgumentException(name + " takes positive whole numbers, got '" + value + "'");
-        }
     }
 
     /** One round of one scenario over one transport. */
