@@ -59,7 +59,7 @@ public final class BufferPool implements AutoCloseable {
         PooledBuffer b;
         if (capacity > MAX_CLASS) {
             RegisteredMemory own = register(capacity + HEADROOM);
-            b = new PooledBuffer(this, null, own, HEADROOM, capacity);
+            b = new PooledBuffer(this, null, null, own, HEADROOM, capacity);
         } else {
             int size = Math.max(MIN_CLASS, Integer.highestOneBit(Math.max(1, capacity - 1)) << 1);
             b = classes[Integer.numberOfTrailingZeros(size) - Integer.numberOfTrailingZeros(MIN_CLASS)].take();
@@ -158,7 +158,7 @@ public final class BufferPool implements AutoCloseable {
             }
             PooledBuffer b = free[--count];
             free[count] = null;
-            slabOf(b).inUse++;
+            b.slab.inUse++; // the buffer knows its slab: no scan of every slab, twice per message
             return b;
         }
 
@@ -167,7 +167,7 @@ public final class BufferPool implements AutoCloseable {
                 free = java.util.Arrays.copyOf(free, count * 2);
             }
             free[count++] = b;
-            Slab slab = slabOf(b);
+            Slab slab = b.slab;
             if (--slab.inUse == 0) {
                 slab.idleSince = System.nanoTime();
                 if (closed) {
@@ -207,21 +207,6 @@ public final class BufferPool implements AutoCloseable {
             }
         }
 
-        private Slab slabOf(PooledBuffer b) {
-            Slab carvedFrom = b.slab;
-            if (carvedFrom != null) {
-                return carvedFrom; // set when the slab was carved: no scan of every slab, twice per message
-            }
-            for (int i = own.size() - 1; i >= 0; i--) {
-                Slab slab = own.get(i);
-                if (slab.holds(b)) {
-                    return slab;
-                }
-            }
-            throw new IllegalStateException("buffer at " + Long.toHexString(b.address()) + " is in no slab of the "
-                    + size + "-byte class");
-        }
-
         /** Deregisters slabs idle since {@code idleNanos} before {@code now}, their buffers leaving the stack. */
         public synchronized int trim(long now, long idleNanos) {
             int released = 0;
@@ -256,9 +241,7 @@ public final class BufferPool implements AutoCloseable {
                 free = java.util.Arrays.copyOf(free, Math.max(free.length * 2, count + n));
             }
             for (int i = 0; i < n; i++) {
-                PooledBuffer b = new PooledBuffer(BufferPool.this, this, slab, i * stride + HEADROOM, size);
-                b.slab = carved;
-                free[count++] = b;
+                free[count++] = new PooledBuffer(BufferPool.this, this, carved, slab, i * stride + HEADROOM, size);
             }
         }
     }

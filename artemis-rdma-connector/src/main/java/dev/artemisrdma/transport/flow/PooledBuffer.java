@@ -38,17 +38,20 @@ public final class PooledBuffer {
 
     /**
      * The slab of its size class it was carved from (null for a dedicated registration), so that taking and freeing
-     * it finds its slab's count at once; written once, before the buffer is first published by the class's lock.
+     * it finds its slab's count at once.
      */
-    BufferPool.Slab slab;
+    final BufferPool.Slab slab;
 
     /** Frame bookkeeping, valid while a channel owns the buffer (guarded by the channel's lock). */
     private int frameLength;
     private int sentOffset;
 
-    PooledBuffer(BufferPool pool, BufferPool.SizeClass owner, RegisteredMemory slab, int offset, int capacity) {
+    /** {@code owner} and {@code carvedFrom} null: a dedicated registration, {@code slab}, for one large frame. */
+    PooledBuffer(BufferPool pool, BufferPool.SizeClass owner, BufferPool.Slab carvedFrom, RegisteredMemory slab,
+                 int offset, int capacity) {
         this.pool = pool;
         this.owner = owner;
+        this.slab = carvedFrom;
         this.dedicated = owner == null ? slab : null;
         ByteBuffer whole = slab.buffer().duplicate();
         whole.limit(offset + capacity).position(offset);
