@@ -114,28 +114,12 @@ public final class ArtemisHostBenchmark {
         }
 
         List<Scenario> scenarios() {
-            List<Scenario> all = new ArrayList<>();
-            for (boolean persistent : deliveries) {
-                for (int p : pairs) {
-                    all.add(new Scenario(persistent, p));
-                }
-            }
-            return all;
+            return Scenario.every(deliveries, pairs);
         }
 
         static Settings fromEnvironment() {
-            List<Boolean> deliveries = new ArrayList<>();
-            for (String d : words("DELIVERY", "nonpersistent persistent")) {
-                if (!d.equals("nonpersistent") && !d.equals("persistent")) {
-                    throw new IllegalArgumentException("DELIVERY takes nonpersistent and/or persistent, got '" + d
-                            + "'");
-                }
-                deliveries.add(d.equals("persistent"));
-            }
-            List<Integer> pairs = new ArrayList<>();
-            for (String p : words("PAIRS", "1 16")) {
-                pairs.add(positive("PAIRS", p));
-            }
+            List<Boolean> deliveries = BenchEnv.deliveries(); // the record's accessor shadows a static import
+            List<Integer> pairs = BenchEnv.pairs();
             List<String> transports = new ArrayList<>();
             for (String t : words("TRANSPORTS", "invm rdma tcp")) {
                 if (!Arrays.asList(ALL).contains(t)) {

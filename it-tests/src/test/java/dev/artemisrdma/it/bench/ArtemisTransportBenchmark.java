@@ -64,6 +64,17 @@ public final class ArtemisTransportBenchmark {
 
     /** Delivery mode and number of producer/consumer pairs. */
     record Scenario(boolean persistent, int pairs) {
+        /** Every delivery with every pair count, deliveries outermost: the order the benchmarks run them in. */
+        static List<Scenario> every(List<Boolean> deliveries, List<Integer> pairs) {
+            List<Scenario> all = new ArrayList<>();
+            for (boolean persistent : deliveries) {
+                for (int p : pairs) {
+                    all.add(new Scenario(persistent, p));
+                }
+            }
+            return all;
+        }
+
         String delivery() {
             return persistent ? "persistent" : "nonpersistent";
         }
@@ -77,28 +88,12 @@ public final class ArtemisTransportBenchmark {
                     double latencySeconds, boolean brokerJvm, List<String> brokerJvmOptions, int warmupSeconds) {
 
         List<Scenario> scenarios() {
-            List<Scenario> all = new ArrayList<>();
-            for (boolean persistent : deliveries) {
-                for (int p : pairs) {
-                    all.add(new Scenario(persistent, p));
-                }
-            }
-            return all;
+            return Scenario.every(deliveries, pairs);
         }
 
         static Settings fromEnvironment() {
-            List<Boolean> deliveries = new ArrayList<>();
-            for (String d : words("DELIVERY", "nonpersistent persistent")) {
-                if (!d.equals("nonpersistent") && !d.equals("persistent")) {
-                    throw new IllegalArgumentException("DELIVERY takes nonpersistent and/or persistent, got '" + d
-                            + "'");
-                }
-                deliveries.add(d.equals("persistent"));
-            }
-            List<Integer> pairs = new ArrayList<>();
-            for (String p : words("PAIRS", "1 16")) {
-                pairs.add(positive("PAIRS", p));
-            }
+            List<Boolean> deliveries = BenchEnv.deliveries(); // the record's accessor shadows a static import
+            List<Integer> pairs = BenchEnv.pairs();
             return new Settings(deliveries, pairs, positive("ROUNDS", env("ROUNDS", "3")),
                     Double.parseDouble(env("THROUGHPUT_SECONDS", "5")), positive("RATE", env("RATE", "50")),
                     Double.parseDouble(env("LATENCY_SECONDS", "10")), brokerJvm(env("JVMS", "2")),

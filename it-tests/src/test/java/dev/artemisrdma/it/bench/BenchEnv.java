@@ -1,5 +1,6 @@
 package dev.artemisrdma.it.bench;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -31,5 +32,26 @@ final class BenchEnv {
             // reported below
         }
         throw new IllegalArgumentException(name + " takes positive whole numbers, got '" + value + "'");
+    }
+
+    /** DELIVERY ("nonpersistent persistent"): true for persistent, in the order given. */
+    static List<Boolean> deliveries() {
+        List<Boolean> deliveries = new ArrayList<>();
+        for (String d : words("DELIVERY", "nonpersistent persistent")) {
+            if (!d.equals("nonpersistent") && !d.equals("persistent")) {
+                throw new IllegalArgumentException("DELIVERY takes nonpersistent and/or persistent, got '" + d + "'");
+            }
+            deliveries.add(d.equals("persistent"));
+        }
+        return deliveries;
+    }
+
+    /** PAIRS ("1 16"): the producer/consumer pair counts, in the order given. */
+    static List<Integer> pairs() {
+        List<Integer> pairs = new ArrayList<>();
+        for (String p : words("PAIRS", "1 16")) {
+            pairs.add(positive("PAIRS", p));
+        }
+        return pairs;
     }
 }
