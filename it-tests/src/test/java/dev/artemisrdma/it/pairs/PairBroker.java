@@ -6,11 +6,14 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import dev.artemisrdma.it.JavaProcess;
 
@@ -25,6 +28,7 @@ final class PairBroker implements AutoCloseable {
     private static final String SESSION_FACTORY_LOGGER =
             "org.apache.activemq.artemis.core.client.impl.ClientSessionFactoryImpl";
     private static final String ATTEMPT = "Trying to connect with connectorFactory=";
+    private static final Pattern WARNING_CODE = Pattern.compile("AMQ\\d{6}");
 
     private final String name;
     private final List<String> args;
@@ -34,6 +38,8 @@ final class PairBroker implements AutoCloseable {
     private final BlockingQueue<String> reports = new LinkedBlockingQueue<>();
     private final AtomicInteger nettyAttempts = new AtomicInteger();
     private final List<String> firstNettyAttempts = new CopyOnWriteArrayList<>();
+    /** Artemis's warning and error codes the broker logged (AMQ22xxxx, AMQ21xxxx, ...), with how often. */
+    private final Map<String, Integer> warnings = new ConcurrentSkipListMap<>();
 
     private PairBroker(String name, List<String> args, Path log) {
         this.name = name;
@@ -74,6 +80,10 @@ final class PairBroker implements AutoCloseable {
 
     /** The pump thread's: counts Netty attempts; takes the broker's reports (not echoed). */
     private boolean take(String line) {
+        if (line.contains(" WARN ") || line.contains(" ERROR ")) {
+            Matcher code = WARNING_CODE.matcher(line);
+            warnings.merge(code.find() ? code.group() : line.contains(" ERROR ") ? "ERROR" : "WARN", 1, Integer::sum);
+        }
         if (line.contains(ATTEMPT) && line.contains("NettyConnectorFactory")) {
             if (nettyAttempts.incrementAndGet() <= 3) {
                 firstNettyAttempts.add(line);
@@ -97,6 +107,11 @@ final class PairBroker implements AutoCloseable {
 
     List<String> firstNettyAttempts() {
         return List.copyOf(firstNettyAttempts);
+    }
+
+    /** The warning and error codes the broker logged since its first start, each with its count, and its log. */
+    String warnings() {
+        return warnings + " (log " + log.getFileName() + ")";
     }
 
     /** The broker's {@code LinkReport}, as a map. */
