@@ -147,19 +147,19 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
         if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
-                    config.sharedMaxCredits());
+                    shared.maxCredits());
         }
         return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
     }
 
     /**
      * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
-     * side, for a peer that accepts credit growth.
+     * side, for a peer that accepts credit growth. {@code grows}: the peer answers recalls, so its window may grow.
      */
-    public void shareReceives() {
+    public void shareReceives(boolean grows) {
         lock.lock();
         try {
-            shared.share();
+            shared.share(grows);
         } finally {
             lock.unlock();
         }
@@ -168,6 +168,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     @Override
     public boolean sharesReceives() {
         return shared.shares();
+    }
+
+    @Override
+    public boolean sharedWindowGrows() {
+        return shared.grows();
     }
 
     /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
@@ -893,13 +898,19 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /**
      * The loop's shared pool needs receives back: asks the peer to give back what it holds beyond {@code keep} (it
      * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
-     * only a peer that answers recalls, is asked.
+     * only a peer that answers recalls, is asked. A channel the pool has judged to keep more than its fair share
+     * fails here instead (see {@link SharedReceivePool}).
      */
     @Override
     public void recall(int keep) {
         lock.lock();
         try {
             if (life.state() != ChannelState.OPEN || !shared.holdsMoreThan(keep)) {
+                return;
+            }
+            String evicted = shared.evicted();
+            if (evicted != null) {
+                life.fail(new FabricException("channel " + id + " (peer " + describe(remote) + "): " + evicted));
                 return;
             }
             if (send.queueRecall(keep)) {
