@@ -110,6 +110,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
+    /**
+     * A lower bound on the credits the peer held when the current batch began (loop thread only): read under the
+     * lock when a batch is applied, and only raised since by the writers returning credit, so a SEND count within
+     * it needs no lock to be known legal. 0 before the first batch: the first shared receive reads it.
+     */
+    private int peerHeldAtBatchStart;
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     final ChannelCounters counters = new ChannelCounters();
 
@@ -822,6 +828,32 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         openOnPeerFrame(status);
         receive.onSharedReceive(poolView, base, status, byteLength, immediate, life.state().tearingDown(),
                 life.peerDrain());
+        if (receive.batchArrived() + receive.batchReleased() > peerHeldAtBatchStart) {
+            checkOverdrawn();
+        }
+    }
+
+    /**
+     * The peer may have spent more credits than it held (loop thread, on the shared receive that would be one too
+     * many): checked against what it holds now, under the lock. A peer that did takes receives promised to other
+     * connections on the pool, so its queue pair goes to error at once, before the rest of the batch is handled:
+     * every further SEND of it is refused by the device instead of taking another connection's receive.
+     */
+    private void checkOverdrawn() {
+        lock.lock();
+        try {
+            int held = send.credits().unspentByPeer();
+            peerHeldAtBatchStart = held; // the writers may have returned credit since the batch began
+            int spent = receive.batchArrived() + receive.batchReleased();
+            if (spent > held && receive.batchProtocolError() == null && !life.state().tearingDown()) {
+                receive.protocolError(new FabricException("protocol error: the peer sent " + receive.batchArrived()
+                        + " SENDs and gave back " + receive.batchReleased() + " credits holding " + held
+                        + " (it would take receives of the shared pool promised to other connections)"));
+                life.fail(receive.batchProtocolError());
+            }
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void deliver(ByteBuffer frame) {
@@ -882,6 +914,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 }
             }
             life.applyBatchOutcome(counters);
+            peerHeldAtBatchStart = send.credits().unspentByPeer();
             repostLocked();
             life.progress();
             notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
