@@ -23,7 +23,8 @@ class RecallRefusalTest {
     void aFullPoolWhoseRecallGoesUnansweredNeverHoldsTheConnectionManagerThread() throws Exception {
         // one loop with a pool of 24: a hog grows its window to receiveSlots + 1 = 17 and never answers a recall, B
         // takes the minimum (21 of 24 promised), so C (4 more) finds no room while a recall is under way. The
-        // listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room.
+        // listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room. (The hog, above
+        // its fair share, is failed half a second into the refusals now; C is refused until then.)
         TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
                 .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1).build();
         FakeFabric fabric = new FakeFabric();
@@ -60,11 +61,13 @@ class RecallRefusalTest {
 
     @Test
     void recallsThatBringNothingBackEndInARefusalThatNamesTheLimit() throws Exception {
-        // as above, but the question is what C hears once the hog has ignored the recalls: "retry soon" for ever
-        // would have every newcomer retry in vain for a second; after two fruitless recalls the listener says that
-        // its loops are full and what to raise
+        // the question is what C hears once recalls bring nothing back: "retry soon" for ever would have every
+        // newcomer retry in vain for a second; after two fruitless recalls the listener says that its loops are full
+        // and what to raise. A window above its fair share is failed instead (SharedPoolFairShareTest), so here two
+        // windows hold exactly their share of a pool that keeps no reserve (12 + 12 of 24): full, and fairly so
         TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
-                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1).build();
+                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).sharedReceiveReserve(0)
+                .maxCompletionLoops(1).build();
         FakeFabric fabric = new FakeFabric();
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
@@ -72,19 +75,23 @@ class RecallRefusalTest {
             RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
             byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
                     Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
-            try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows)) {
+            try (RawPeer first = RawPeer.connect(fabric, s.localAddress(), grows);
+                 RawPeer second = RawPeer.connect(fabric, s.localAddress(), grows)) {
                 SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < serverConfig.receiveSlots() + 1; f++) {
-                    hog.sendWantingCredit(64);
+                for (int f = 0; f < 100 && pool.committed() < 12 + TransportConfig.SHARED_MIN_CREDITS; f++) {
+                    first.sendWantingCredit(64);
                 }
-                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
+                for (int f = 0; f < 100 && pool.committed() < 24; f++) {
+                    second.sendWantingCredit(64);
+                }
+                assertTrue(pool.committed() == 24, "both windows grew to their share: " + pool);
                 FabricException last = null;
                 long began = System.nanoTime();
                 for (int attempt = 0; attempt < 5 && (last == null || !last.getMessage().contains("maxCompletionLoops"));
                      attempt++) {
                     try {
                         client.connect(s.localAddress(), new Peers.Recorder()).close();
-                        throw new AssertionError("C was admitted while the hog held its window: " + pool);
+                        throw new AssertionError("C was admitted to a full pool: " + pool);
                     } catch (FabricException e) {
                         last = e;
                     }
@@ -95,7 +102,7 @@ class RecallRefusalTest {
                 // the listener said so itself: C did not have to give up retrying to learn it
                 assertFalse(last.getMessage().contains("still refused"), last.getMessage());
                 assertTrue(tookMillis < 3_000, "the definitive refusal took " + tookMillis + " ms");
-                b.close();
+                assertFalse(first.isLost() || second.isLost(), "windows within their share are not failed");
             }
             fabric.assertNoViolations();
         } finally {
