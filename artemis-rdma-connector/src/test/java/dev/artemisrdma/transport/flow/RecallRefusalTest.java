@@ -14,7 +14,6 @@ import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.wire.Handshake;
 
 /** Nothing sleeps on the connection-manager thread: a listener whose loops are full never waits there for a recall. */
 class RecallRefusalTest {
@@ -32,13 +31,10 @@ class RecallRefusalTest {
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
                      .build())) {
             RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
-                    Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
+            byte[] grows = SharedPoolFairShareTest.grows(true);
             try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows)) {
                 SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < serverConfig.receiveSlots() + 1; f++) {
-                    hog.sendWantingCredit(64);
-                }
+                SharedPoolFairShareTest.growTo(hog, pool, serverConfig.receiveSlots() + 1);
                 assertTrue(pool.committed() == serverConfig.receiveSlots() + 1, "the hog's window grew: " + pool);
                 RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
                 connectC(client, s); // the first refusals load their code; the listener then waited, too
@@ -73,17 +69,12 @@ class RecallRefusalTest {
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
                      .build())) {
             RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
-                    Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
+            byte[] grows = SharedPoolFairShareTest.grows(true);
             try (RawPeer first = RawPeer.connect(fabric, s.localAddress(), grows);
                  RawPeer second = RawPeer.connect(fabric, s.localAddress(), grows)) {
                 SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < 12 + TransportConfig.SHARED_MIN_CREDITS; f++) {
-                    first.sendWantingCredit(64);
-                }
-                for (int f = 0; f < 100 && pool.committed() < 24; f++) {
-                    second.sendWantingCredit(64);
-                }
+                SharedPoolFairShareTest.growTo(first, pool, 12 + TransportConfig.SHARED_MIN_CREDITS);
+                SharedPoolFairShareTest.growTo(second, pool, 24);
                 assertTrue(pool.committed() == 24, "both windows grew to their share: " + pool);
                 FabricException last = null;
                 long began = System.nanoTime();

@@ -39,9 +39,16 @@ class SharedPoolFairShareTest {
     }
 
     /** A raw peer's handshake stating credit growth and, with {@code recall}, that it answers recalls. */
-    private static byte[] grows(boolean recall) {
+    static byte[] grows(boolean recall) {
         return Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
                 Handshake.FEATURE_CREDIT_GROWTH | (recall ? Handshake.FEATURE_CREDIT_RECALL : 0), RawPeer.RECEIVES));
+    }
+
+    /** {@code peer} asks for more on every frame until {@code pool} has promised {@code committed} (100 frames at most). */
+    static void growTo(RawPeer peer, SharedReceivePool pool, int committed) throws Exception {
+        for (int f = 0; f < 100 && pool.committed() < committed; f++) {
+            peer.sendWantingCredit(64);
+        }
     }
 
     @Test
@@ -129,92 +136,98 @@ class SharedPoolFairShareTest {
         }
     }
 
+    /**
+     * One loop with a pool of 24 and no more loops: a hog (a raw peer that states recall and never answers one) grown
+     * to receiveSlots + 1 = 17, and B, an honest client at the minimum: 21 of 24 promised, so C (4 more) finds no room.
+     */
+    private static final class ContestedPool implements AutoCloseable {
+        final TransportConfig serverConfig = base().sharedReceiveSlots(24).build();
+        final FakeFabric fabric = new FakeFabric();
+        final Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
+        final RdmaTransport server;
+        final RdmaTransport client;
+        final RdmaServer s;
+        final RawPeer hog;
+        final SharedReceivePool pool;
+        final RdmaChannel b;
+
+        ContestedPool() throws Exception {
+            server = RdmaTransport.create(fabric, serverConfig);
+            client = RdmaTransport.create(fabric, base().build());
+            s = SharedReceiveQueueTest.listenRecordingSides(server, sides);
+            hog = RawPeer.connect(fabric, s.localAddress(), grows(true));
+            pool = SharedReceiveQueueTest.poolOf(server);
+            growTo(hog, pool, serverConfig.receiveSlots() + 1);
+            assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "the hog's window grew: " + pool);
+            b = client.connect(s.localAddress(), new Peers.Recorder());
+        }
+
+        @Override
+        public void close() throws Exception {
+            try {
+                b.close();
+                hog.close();
+                client.close();
+                server.close();
+                fabric.assertNoViolations();
+            } finally {
+                fabric.close();
+            }
+        }
+    }
+
     @Test
     void aWindowKeptThroughRecallsIsFailedAndTheNewcomerAdmitted() throws Exception {
-        // one loop with a pool of 24: the hog grows to receiveSlots + 1 = 17 and then neither spends nor answers a
-        // recall; B takes the minimum (21 of 24 promised), so C finds no room. Before, C was refused for good (the
-        // listener said its loops were full); now the hog, which holds the most, is failed and C is admitted
-        TransportConfig serverConfig = base().sharedReceiveSlots(24).build();
-        FakeFabric fabric = new FakeFabric();
-        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
-             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
-            Map<String, Peers.Recorder> sides = new ConcurrentHashMap<>();
-            RdmaServer s = listenRecordingSides(server, sides);
-            try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows(true))) {
-                SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < serverConfig.receiveSlots() + 1; f++) {
-                    hog.sendWantingCredit(64);
+        // the hog neither spends nor answers a recall. Before, C was refused for good (the listener said its loops
+        // were full); now the hog, which holds the most, is failed and C is admitted
+        try (ContestedPool p = new ContestedPool()) {
+            RdmaChannel c = connectRetrying(p.client, p.s, 5);
+            assertTrue(p.pool.admissionsRefused >= 1, "C found the pool full first: " + p.pool);
+            p.hog.awaitLost(5000);
+            for (RdmaChannel ch : new RdmaChannel[] {p.b, c}) {
+                for (int f = 0; f < 50; f++) {
+                    ch.write(ByteBuffer.wrap(Peers.payload(3, f, 300)), true);
                 }
-                assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "the hog's window grew: " + pool);
-                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
-                RdmaChannel c = connectRetrying(client, s, 5);
-                assertTrue(pool.admissionsRefused >= 1, "C found the pool full first: " + pool);
-                hog.awaitLost(5000);
-                for (RdmaChannel ch : new RdmaChannel[] {b, c}) {
-                    for (int f = 0; f < 50; f++) {
-                        ch.write(ByteBuffer.wrap(Peers.payload(3, f, 300)), true);
-                    }
-                    Peers.Recorder r = awaitSide(sides, ch);
-                    Peers.await("B's and C's frames", 10_000, () -> r.count() == 50);
-                }
-                assertEquals(2, server.channelCount(), "only the hog was failed");
-                b.close();
-                c.close();
+                Peers.Recorder r = SharedReceiveQueueTest.awaitSide(p.sides, ch);
+                Peers.await("B's and C's frames", 10_000, () -> r.count() == 50);
             }
-            fabric.assertNoViolations();
-        } finally {
-            fabric.close();
+            assertEquals(2, p.server.channelCount(), "only the hog was failed");
+            c.close();
         }
     }
 
     @Test
     void aSenderThatAsksForMoreOnEveryFrameIsShrunkToItsFairShareNotFailed() throws Exception {
-        // as above, but the hog keeps sending, every frame saying it wants more: before, that hint kept its window
-        // whole for ever and C was refused; now its window shrinks to its fair share as it spends, so C fits, and the
-        // hog, which spends what it holds, is served on
-        TransportConfig serverConfig = base().sharedReceiveSlots(24).build();
-        FakeFabric fabric = new FakeFabric();
+        // the hog keeps sending, every frame saying it wants more: before, that hint kept its window whole for ever
+        // and C was refused; now its window shrinks to its fair share as it spends, so C fits, and the hog, which
+        // spends what it holds, is served on
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Throwable> hogFailure = new AtomicReference<>();
         AtomicInteger hogFrames = new AtomicInteger();
-        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
-             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows(true))) {
-                SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < serverConfig.receiveSlots() + 1; f++) {
-                    hog.sendWantingCredit(64);
-                }
-                assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "the hog's window grew: " + pool);
-                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
-                Thread sender = new Thread(() -> {
-                    try {
-                        while (!stop.get()) {
-                            hog.sendWantingCredit(64);
-                            hogFrames.incrementAndGet();
-                        }
-                    } catch (Throwable t) {
-                        hogFailure.set(t);
-                    }
-                }, "busy-hog");
-                sender.start();
+        try (ContestedPool p = new ContestedPool()) {
+            Thread sender = new Thread(() -> {
                 try {
-                    RdmaChannel c = connectRetrying(client, s, 5);
-                    int before = hogFrames.get();
-                    Peers.await("the hog sending on", 5000, () -> hogFrames.get() > before + 100);
-                    assertTrue(pool.committed() <= pool.slots(), pool.toString());
-                    c.close();
-                } finally {
-                    stop.set(true);
-                    sender.join(10_000);
+                    while (!stop.get()) {
+                        p.hog.sendWantingCredit(64);
+                        hogFrames.incrementAndGet();
+                    }
+                } catch (Throwable t) {
+                    hogFailure.set(t);
                 }
-                assertEquals(null, hogFailure.get(), "the hog, which spends what it holds, is not failed");
-                assertFalse(hog.isLost());
-                b.close();
+            }, "busy-hog");
+            sender.start();
+            try {
+                RdmaChannel c = connectRetrying(p.client, p.s, 5);
+                int before = hogFrames.get();
+                Peers.await("the hog sending on", 5000, () -> hogFrames.get() > before + 100);
+                assertTrue(p.pool.committed() <= p.pool.slots(), p.pool.toString());
+                c.close();
+            } finally {
+                stop.set(true);
+                sender.join(10_000);
             }
-            fabric.assertNoViolations();
-        } finally {
-            fabric.close();
+            assertEquals(null, hogFailure.get(), "the hog, which spends what it holds, is not failed");
+            assertFalse(p.hog.isLost());
         }
     }
 
@@ -289,21 +302,5 @@ class SharedPoolFairShareTest {
             }
         }
         throw new AssertionError("still refused after " + attempts + " attempts", last);
-    }
-
-    private static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
-            throws FabricException {
-        return server.listen(Peers.serverAddress(), ch -> {
-            Peers.Recorder r = new Peers.Recorder();
-            sides.put(ch.remoteAddress().toString(), r);
-            return r;
-        });
-    }
-
-    private static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
-            throws InterruptedException {
-        String key = clientChannel.localAddress().toString();
-        Peers.await("server side of " + key, 5000, () -> sides.containsKey(key));
-        return sides.get(key);
     }
 }

@@ -441,7 +441,7 @@ class SharedReceiveQueueTest {
     }
 
     /** Listens with a recorder per accepted connection, filed under the client's address. */
-    private static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
+    static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
             throws FabricException {
         return server.listen(Peers.serverAddress(), ch -> {
             Peers.Recorder r = new Peers.Recorder();
@@ -450,7 +450,7 @@ class SharedReceiveQueueTest {
         });
     }
 
-    private static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
+    static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
             throws InterruptedException {
         String key = clientChannel.localAddress().toString();
         Peers.await("server side of " + key, 5000, () -> sides.containsKey(key));
