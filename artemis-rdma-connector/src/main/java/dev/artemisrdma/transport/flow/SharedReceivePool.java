@@ -163,7 +163,6 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private volatile long recalls;
     private volatile long creditsReleased;
     volatile long admissionsRefused;
-    private volatile long evictions;
 
     private SharedReceivePool(String name, SharedReceiveQueue srq, RegisteredMemory memory, int slots, int slotSize,
                               int maximum, int reserve) {
@@ -244,11 +243,6 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     /** Credits that grown windows gave back on recalls, for monitoring. */
     public long creditsReleased() {
         return creditsReleased;
-    }
-
-    /** Connections failed for keeping more than their fair share after recalls, for monitoring. */
-    public long evictions() {
-        return evictions;
     }
 
     /** The slot's bytes are read from this view (loop thread). */
@@ -419,7 +413,6 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
                     + fair + ", for " + TimeUnit.NANOSECONDS.toMillis(now - worst.overCapSince) + " ms after a "
                     + "recall it left unanswered (it neither gave them back nor spent them); failed so that the "
                     + "pool's other connections and newcomers get theirs";
-            evictions++;
         }
         overShare = above;
         if (above > 0) {
@@ -523,11 +516,6 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             committed -= held;
             limboCredits -= held;
         }
-    }
-
-    /** The fair share of each connection right now (see {@link #fairShare}). */
-    synchronized int fairShareNow() {
-        return fairShare();
     }
 
     /** Credits promised to connections (and in limbo) right now. */
