@@ -328,7 +328,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         }
         if (config.sharedReceiveQueue()) {
             if (peer.acceptsCreditGrowth()) {
-                ch.shareReceives();
+                ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
             } else if (OWN_QUEUE.admit()) {
                 LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
                         + "queues (its handshake does not state credit growth)", name, describe(peerAddress));

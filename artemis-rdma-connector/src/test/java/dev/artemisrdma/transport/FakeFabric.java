@@ -159,6 +159,8 @@ public final class FakeFabric implements Fabric {
     volatile boolean noImmediateData;
     volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
+    /** Queue pairs' local addresses whose completion queues seem empty to their poller ({@link #holdCompletions}). */
+    private final Set<InetSocketAddress> heldCompletions = ConcurrentHashMap.newKeySet();
     long nextAddress = 0x7f3a_0000_0000L;
     int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
@@ -366,6 +368,64 @@ public final class FakeFabric implements Fabric {
         lock.lock();
         try {
             wireWork.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The completion queues of queue pairs at {@code address} (a queue pair's local address) seem empty to their
+     * poller until {@link #releaseCompletions}, while the wire goes on filling them: what arrives meanwhile is
+     * handled in one batch, in arrival order, as by a completion loop that fell behind.
+     */
+    public void holdCompletions(InetSocketAddress address) {
+        heldCompletions.add(address);
+    }
+
+    /** Ends {@link #holdCompletions}: a poller waiting for a notification is woken if anything waits. */
+    public void releaseCompletions(InetSocketAddress address) {
+        lock.lock();
+        try {
+            heldCompletions.remove(address);
+            for (FakeQp qp : qps) {
+                if (qp.local.equals(address) && !qp.cq.entries.isEmpty()) {
+                    qp.cq.notified = true;
+                    qp.cq.signal.signalAll();
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether {@link #holdCompletions} hides {@code cq}'s entries (under the lock). */
+    boolean completionsHeld(FakeCq cq) {
+        if (heldCompletions.isEmpty()) {
+            return false;
+        }
+        for (FakeQp qp : cq.users) {
+            if (heldCompletions.contains(qp.local)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Successful receive completions waiting, unpolled, for queue pairs at {@code address} from {@code peer}. */
+    public int receivesWaiting(InetSocketAddress address, InetSocketAddress peer) {
+        lock.lock();
+        try {
+            int n = 0;
+            for (FakeQp qp : qps) {
+                if (qp.local.equals(address) && qp.remote.equals(peer)) {
+                    for (FakeCq.Cqe e : qp.cq.entries) {
+                        if (e.qp() == qp && e.recv() && e.status() == WcStatus.SUCCESS) {
+                            n++;
+                        }
+                    }
+                }
+            }
+            return n;
         } finally {
             lock.unlock();
         }

@@ -110,6 +110,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
+    /**
+     * A lower bound on the credits the peer held when the current batch began (loop thread only): read under the
+     * lock when a batch is applied, and only raised since by the writers returning credit, so a SEND count within
+     * it needs no lock to be known legal. 0 before the first batch: the first shared receive reads it.
+     */
+    private int peerHeldAtBatchStart;
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     final ChannelCounters counters = new ChannelCounters();
 
@@ -147,19 +153,19 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
         if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
-                    config.sharedMaxCredits());
+                    shared.maxCredits());
         }
         return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
     }
 
     /**
      * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
-     * side, for a peer that accepts credit growth.
+     * side, for a peer that accepts credit growth. {@code grows}: the peer answers recalls, so its window may grow.
      */
-    public void shareReceives() {
+    public void shareReceives(boolean grows) {
         lock.lock();
         try {
-            shared.share();
+            shared.share(grows);
         } finally {
             lock.unlock();
         }
@@ -168,6 +174,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     @Override
     public boolean sharesReceives() {
         return shared.shares();
+    }
+
+    @Override
+    public boolean sharedWindowGrows() {
+        return shared.grows();
     }
 
     /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
@@ -817,6 +828,32 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         openOnPeerFrame(status);
         receive.onSharedReceive(poolView, base, status, byteLength, immediate, life.state().tearingDown(),
                 life.peerDrain());
+        if (receive.batchArrived() + receive.batchReleased() > peerHeldAtBatchStart) {
+            checkOverdrawn();
+        }
+    }
+
+    /**
+     * The peer may have spent more credits than it held (loop thread, on the shared receive that would be one too
+     * many): checked against what it holds now, under the lock. A peer that did takes receives promised to other
+     * connections on the pool, so its queue pair goes to error at once, before the rest of the batch is handled:
+     * every further SEND of it is refused by the device instead of taking another connection's receive.
+     */
+    private void checkOverdrawn() {
+        lock.lock();
+        try {
+            int held = send.credits().unspentByPeer();
+            peerHeldAtBatchStart = held; // the writers may have returned credit since the batch began
+            int spent = receive.batchArrived() + receive.batchReleased();
+            if (spent > held && receive.batchProtocolError() == null && !life.state().tearingDown()) {
+                receive.protocolError(new FabricException("protocol error: the peer sent " + receive.batchArrived()
+                        + " SENDs and gave back " + receive.batchReleased() + " credits holding " + held
+                        + " (it would take receives of the shared pool promised to other connections)"));
+                life.fail(receive.batchProtocolError());
+            }
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void deliver(ByteBuffer frame) {
@@ -877,6 +914,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 }
             }
             life.applyBatchOutcome(counters);
+            peerHeldAtBatchStart = send.credits().unspentByPeer();
             repostLocked();
             life.progress();
             notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
@@ -893,13 +931,19 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /**
      * The loop's shared pool needs receives back: asks the peer to give back what it holds beyond {@code keep} (it
      * does when it has nothing queued). Loop thread; only an open channel whose window grew beyond {@code keep}, and
-     * only a peer that answers recalls, is asked.
+     * only a peer that answers recalls, is asked. A channel the pool has judged to keep more than its fair share
+     * fails here instead (see {@link SharedReceivePool}).
      */
     @Override
     public void recall(int keep) {
         lock.lock();
         try {
             if (life.state() != ChannelState.OPEN || !shared.holdsMoreThan(keep)) {
+                return;
+            }
+            String evicted = shared.evicted();
+            if (evicted != null) {
+                life.fail(new FabricException("channel " + id + " (peer " + describe(remote) + "): " + evicted));
                 return;
             }
             if (send.queueRecall(keep)) {

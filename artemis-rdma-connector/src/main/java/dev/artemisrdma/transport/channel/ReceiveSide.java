@@ -153,7 +153,10 @@ final class ReceiveSide {
             }
             int flags = FrameHeader.flags(slotView, base);
             batchGranted += FrameHeader.credits(slotView, base);
-            if ((FrameHeader.hints(slotView, base) & FrameHeader.HINT_CREDIT_WANTED) != 0) {
+            // a credit frame carries no data, so no frame waits behind it: a hint there (ours never sets one) would
+            // let a peer ask for growth without sending anything the handler sees
+            if ((flags & FrameHeader.CREDIT) == 0
+                    && (FrameHeader.hints(slotView, base) & FrameHeader.HINT_CREDIT_WANTED) != 0) {
                 batchCreditWanted = true;
             }
             if ((flags & FrameHeader.CLOSE) != 0) {

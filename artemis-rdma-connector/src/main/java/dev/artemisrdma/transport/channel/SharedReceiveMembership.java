@@ -20,6 +20,8 @@ final class SharedReceiveMembership {
     /** The channel's credit window: what it offers the peer, and the threshold at which it returns credit. */
     private final CreditWindow credits;
     private volatile boolean shares;
+    /** The peer answers recalls, so its window may grow beyond the minimum (decided with {@link #shares}). */
+    private volatile boolean grows;
     private SharedReceivePool pool;
     private SharedReceivePool.Allocation allocation;
 
@@ -30,9 +32,12 @@ final class SharedReceiveMembership {
 
     /**
      * Takes receives from the loop's pool instead of posting its own: before bind, on the passive side, for a peer
-     * that accepts credit growth. Offers the pool's guaranteed minimum as initial credits.
+     * that accepts credit growth. Offers the pool's guaranteed minimum as initial credits; with {@code grows} (the
+     * peer answers recalls) a window that may grow, else one fixed at the minimum: a window the pool could never ask
+     * back would be the peer's for good.
      */
-    void share() {
+    void share(boolean grows) {
+        this.grows = grows;
         shares = true;
         credits.offered(TransportConfig.SHARED_MIN_CREDITS); // what the handshake offers when shared
         // a one-way sender at its last credit leaves us holding allocation - 1 owed credits: the threshold must not
@@ -43,6 +48,21 @@ final class SharedReceiveMembership {
     /** Whether the channel takes its receives from the pool (decided before bind). */
     boolean shares() {
         return shares;
+    }
+
+    /** Whether its window on the pool may grow beyond the minimum (its peer answers recalls). */
+    boolean grows() {
+        return grows;
+    }
+
+    /** The most credits the handshake tells the peer it may be granted on the pool. */
+    int maxCredits() {
+        return grows ? config.sharedMaxCredits() : TransportConfig.SHARED_MIN_CREDITS;
+    }
+
+    /** Why the pool wants the channel failed (it kept more than its fair share after recalls), or null. */
+    String evicted() {
+        return allocation == null ? null : allocation.evicted();
     }
 
     /** The loop admitted the channel to its pool with {@code allocation}. */

@@ -69,6 +69,10 @@ import dev.artemisrdma.transport.fabric.Addressing;
  * @param unwritableTimeout      a connection that stays unwritable this long with no frame leaving (the peer grants
  *                               no credit, or acknowledges nothing) fails, naming the key; {@link Duration#ZERO}
  *                               waits for ever
+ * @param sharedReceiveReserve   receives of each shared pool that no window grows into: they are kept for the
+ *                               guaranteed minimums of connections still to come, so growth never makes the pool
+ *                               refuse a newcomer. Unset: an eighth of sharedReceiveSlots, at least one minimum
+ *                               ({@value #SHARED_MIN_CREDITS}), at most the pool
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -79,7 +83,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               Duration closeTimeout,
                               Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
                               String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots,
-                              long maxQueuedBytesPerConnection, Duration unwritableTimeout) {
+                              long maxQueuedBytesPerConnection, Duration unwritableTimeout,
+                              int sharedReceiveReserve) {
 
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
@@ -108,7 +113,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
             "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots", "maxQueuedBytesPerConnection",
-            "unwritableTimeout");
+            "unwritableTimeout", "sharedReceiveReserve");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -183,6 +188,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         if (!unwritableTimeout.isZero()) {
             timeout("unwritableTimeout", unwritableTimeout);
         }
+        range("sharedReceiveReserve", sharedReceiveReserve, 0, sharedReceiveSlots);
     }
 
     // Derived values: computed here and nowhere else, so every part of the transport sizes things alike.
@@ -361,6 +367,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection == defaultMaxQueuedBytesPerConnection(
                 writeHighWaterMark, maxFrameSize) ? null : maxQueuedBytesPerConnection;
         b.unwritableTimeout = unwritableTimeout;
+        b.sharedReceiveReserve = sharedReceiveReserve == defaultSharedReceiveReserve(sharedReceiveSlots) ? null
+                : sharedReceiveReserve;
         return b;
     }
 
@@ -412,6 +420,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "sharedReceiveSlots": b.sharedReceiveSlots = toInt(key, v, false); break;
                 case "maxQueuedBytesPerConnection": b.maxQueuedBytesPerConnection = toLong(key, v, true); break;
                 case "unwritableTimeout": b.unwritableTimeout = toDuration(key, v); break;
+                case "sharedReceiveReserve": b.sharedReceiveReserve = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -431,6 +440,14 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     /** Unset, the pool is 512 receives, or what a completion queue holds beside one connection's sends. */
     static int defaultSharedReceiveSlots(int completionQueueEntries, int sendQueueDepth) {
         return Math.max(SHARED_MIN_CREDITS, Math.min(512, completionQueueEntries - sendQueueDepth));
+    }
+
+    /**
+     * Unset, an eighth of the pool is kept from growth: at the default 512, 64 receives, the minimums of 16
+     * newcomers; never less than one minimum (a pool of 24 still admits one more), never more than the pool.
+     */
+    static int defaultSharedReceiveReserve(int sharedReceiveSlots) {
+        return Math.min(sharedReceiveSlots, Math.max(SHARED_MIN_CREDITS, sharedReceiveSlots / 8));
     }
 
     /**
@@ -584,6 +601,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Integer sharedReceiveSlots;
         private Long maxQueuedBytesPerConnection;
         private Duration unwritableTimeout = Duration.ofSeconds(30);
+        private Integer sharedReceiveReserve;
 
         private Builder() {
         }
@@ -616,20 +634,23 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder sharedReceiveSlots(int v) { sharedReceiveSlots = v; return this; }
         public Builder maxQueuedBytesPerConnection(long v) { maxQueuedBytesPerConnection = v; return this; }
         public Builder unwritableTimeout(Duration v) { unwritableTimeout = v; return this; }
+        public Builder sharedReceiveReserve(int v) { sharedReceiveReserve = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
             int interval = signalInterval != null ? signalInterval : defaultSignalInterval(sendQueueDepth);
+            int pool = sharedReceiveSlots != null ? sharedReceiveSlots
+                    : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth);
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, busyPollMode, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
                     connectTimeout,
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
                     maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),
-                    device, tos, sharedReceiveQueue, sharedReceiveSlots != null ? sharedReceiveSlots
-                            : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth),
+                    device, tos, sharedReceiveQueue, pool,
                     maxQueuedBytesPerConnection != null ? maxQueuedBytesPerConnection
                             : defaultMaxQueuedBytesPerConnection(writeHighWaterMark, maxFrameSize),
-                    unwritableTimeout);
+                    unwritableTimeout,
+                    sharedReceiveReserve != null ? sharedReceiveReserve : defaultSharedReceiveReserve(pool));
         }
     }
 }

@@ -185,6 +185,14 @@ public final class CreditWindow {
         return sendCredits;
     }
 
+    /**
+     * Credits the peer holds for our receives now (SENDs of a batch not yet applied still counted as held), or
+     * {@link Integer#MAX_VALUE} when nothing is checked (before {@link #offered}).
+     */
+    public int unspentByPeer() {
+        return peerCredits < 0 ? Integer.MAX_VALUE : (int) Math.min(Integer.MAX_VALUE, peerCredits);
+    }
+
     public int owed() {
         return owed;
     }

@@ -2,6 +2,7 @@ package dev.artemisrdma.transport.flow;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -39,6 +40,19 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED}) grows, up to receiveSlots + 1, while the pool
  * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their
  * consumed credits back to it instead of keeping them, until the spare returns.
+ *
+ * <p>Fair shares, enforced here whatever the peers do (issue 23):
+ * <ul>
+ * <li>Only a peer that answers recalls ({@link Handshake#FEATURE_CREDIT_RECALL}) grows: a window the pool could
+ * never ask back stays at the minimum (the handshake tells that peer so).</li>
+ * <li>Growth never takes the pool's last {@link TransportConfig#sharedReceiveReserve} receives: they are kept for the
+ * minimums of connections still to come, so windows that grew never make the pool refuse a newcomer.</li>
+ * <li>A window that holds more than its fair share ({@link #fairShare}: the pool less the reserve, split evenly) when
+ * a recall comes, and still does a {@link #RECALL_INTERVAL_NANOS} later, is capped at its share: what it spends is
+ * granted back only up to it, however often it says it wants more. One still above its cap another interval later
+ * (a peer that neither answers nor spends) is failed, the largest first, one per recall: the connection that holds
+ * the most goes, never the one that asks next.</li>
+ * </ul>
  *
  * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
  * connections refused because the pools are promised to windows nobody uses. So the pool recalls: when a growth
@@ -79,9 +93,31 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     public static final class Allocation {
         private volatile int credits;
         private boolean released;
+        /** Its peer answers recalls: only then does its window grow beyond the minimum. */
+        private final boolean growable;
+        /**
+         * It let a recall go unanswered above its fair share: it is granted at most its fair share from then on,
+         * until it gives credits back down to it.
+         */
+        private boolean capped;
+        /** When a recall found it above its fair share, uncapped (0: within it since). */
+        private long askedAt;
+        /** When a recall found it above its fair share, capped (0: within it since). */
+        private long overCapSince;
+        /** Why the pool fails its connection, or null; the loop reads it in the channel's recall. */
+        private volatile String evicted;
+
+        private Allocation(boolean growable) {
+            this.growable = growable;
+        }
 
         public int credits() {
             return credits;
+        }
+
+        /** Why the pool wants this connection failed (it kept more than its fair share), or null. */
+        public String evicted() {
+            return evicted;
         }
     }
 
@@ -93,6 +129,12 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private final int slotSize;
     private final int minimum;
     private final int maximum;
+    /** Receives growth never takes ({@link TransportConfig#sharedReceiveReserve}). */
+    private final int reserve;
+    /** Every admitted allocation not yet released; guarded by this. */
+    private final ArrayList<Allocation> members = new ArrayList<>();
+    /** Allocations above their fair share at the last recall (evicted ones included); guarded by this. */
+    private int overShare;
     private final RecvList repost;
     /** Released credits and when they may be reused; guarded by this. */
     private final ArrayDeque<long[]> limbo = new ArrayDeque<>();
@@ -123,7 +165,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     volatile long admissionsRefused;
 
     private SharedReceivePool(String name, SharedReceiveQueue srq, RegisteredMemory memory, int slots, int slotSize,
-                              int maximum) {
+                              int maximum, int reserve) {
         this.name = name;
         this.srq = srq;
         this.memory = memory;
@@ -132,6 +174,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         this.slotSize = slotSize;
         this.minimum = TransportConfig.SHARED_MIN_CREDITS;
         this.maximum = Math.max(minimum, maximum);
+        this.reserve = Math.min(slots, reserve);
         this.repost = new RecvList(slots);
     }
 
@@ -152,7 +195,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
                         + " receives, sharedReceiveSlots asks " + slots);
             }
             SharedReceivePool pool = new SharedReceivePool(name, srq, memory, slots, config.slotSize(),
-                    config.sharedMaxCredits());
+                    config.sharedMaxCredits(), config.sharedReceiveReserve());
             RecvList all = new RecvList(slots);
             for (int s = 0; s < slots; s++) {
                 pool.add(all, s);
@@ -233,8 +276,11 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         receivesConsumed += n;
     }
 
-    /** Admits a connection with its guaranteed minimum; null when the pool cannot promise it. */
-    public synchronized Allocation admit() {
+    /**
+     * Admits a connection with its guaranteed minimum; null when the pool cannot promise it. {@code growable}: its
+     * peer answers recalls, so its window may grow (see the class comment).
+     */
+    public synchronized Allocation admit(boolean growable) {
         reclaimLimbo(System.nanoTime());
         if (closed || committed + minimum > slots) {
             admissionsRefused++;
@@ -242,10 +288,11 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             recallUrgent = recallWanted; // a refused connection retries soon (RdmaTransport.RecallPending)
             return null;
         }
-        Allocation a = new Allocation();
+        Allocation a = new Allocation(growable);
         a.credits = minimum;
         committed += minimum;
         connections++;
+        members.add(a);
         peakCommitted = Math.max(peakCommitted, committed);
         return a;
     }
@@ -258,8 +305,9 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     /**
      * {@code consumed} of the connection's credits were spent (their receives are reposted already) and
      * {@code released} given back unspent: how many credits it is granted now. It keeps its allocation, grows while
-     * it asks and the pool has spare, and gives consumed credit back to the pool when others are waiting and it did
-     * not ask, or when it has just given credits back (it is idle). -1: the peer spent or gave back more credits than
+     * it asks, answers recalls and the pool has spare beyond the reserve, gives consumed credit back to the pool when
+     * others are waiting and it did not ask, or when it has just given credits back (it is idle), and shrinks to its
+     * cap when it holds more (asking or not). -1: the peer spent or gave back more credits than
      * it was sent ({@code owed}: granted credits not yet sent to it; a protocol error that fails its connection, since
      * the receives it took were promised to others).
      */
@@ -281,31 +329,95 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         }
         int kept = held - released;
         int after = kept - consumed;
+        int cap = a.capped ? fairShare() : maximum;
         int target = kept;
-        if (wanted && kept < maximum) {
-            int room = slots - others;
-            int grown = Math.min(maximum, Math.min(room, kept + Math.max(GROWTH_STEP, consumed)));
+        if (!wanted && (pressure || released > 0) && kept > minimum) {
+            target = Math.max(minimum, after);
+        } else if (kept > cap) {
+            // it left a recall unanswered above its fair share: what it spends comes back only up to the share, and
+            // saying that frames wait (on every frame, if it likes) changes nothing
+            target = Math.max(cap, after);
+        } else if (wanted && a.growable && kept < cap) {
+            int room = slots - reserve - others; // growth never takes the receives kept for newcomers
+            int grown = Math.min(cap, Math.min(room, kept + Math.max(GROWTH_STEP, consumed)));
             if (grown > kept) {
                 target = grown;
                 growthGrants++;
-                if (slots - (others + grown) < slots / 8) {
-                    wantRecall("a grant left less than an eighth spare"); // keep room for admissions
+                if (room - grown < GROWTH_STEP) {
+                    wantRecall("a grant left less than a growth step above the reserve");
                 }
             } else {
                 growthRefused++;
                 pressure = true;
                 wantRecall("a growth request found no room");
             }
-        } else if (!wanted && (pressure || released > 0) && kept > minimum) {
-            target = Math.max(minimum, after);
+        }
+        if (released > 0 && a.capped && target <= cap) {
+            a.capped = false; // it answered a recall down to its share: trusted again
         }
         a.credits = target;
         committed = others + Math.max(target, minimum);
         peakCommitted = Math.max(peakCommitted, committed);
-        if (pressure && slots - committed >= GROWTH_STEP) {
+        if (pressure && slots - reserve - committed >= GROWTH_STEP) {
             pressure = false;
         }
         return target - after;
+    }
+
+    /**
+     * What each connection may hold when the pool is contended: the receives beyond the reserve split evenly over
+     * the connections on it, and never less than the guaranteed minimum. Guarded by this.
+     */
+    private int fairShare() {
+        return Math.max(minimum, (slots - reserve) / Math.max(1, connections));
+    }
+
+    /**
+     * A recall runs now: each window above its fair share is asked (this recall), capped at the share once it let
+     * an interval pass above it, and failed once it stayed above its share, capped, for another interval (a peer
+     * that spends shrinks to its share within a round trip; one that neither spends nor gives back cannot be shrunk):
+     * the largest such one per recall. While any is above its share, another recall follows an interval later.
+     * Guarded by this.
+     */
+    private void judge(long now) {
+        int fair = fairShare();
+        Allocation worst = null;
+        int above = 0;
+        for (Allocation a : members) {
+            if (a.evicted != null) {
+                above++; // its credits come back once its connection is gone
+                continue;
+            }
+            if (a.credits <= fair) {
+                a.askedAt = 0;
+                a.overCapSince = 0;
+                continue;
+            }
+            above++;
+            if (a.capped) {
+                if (a.overCapSince == 0) {
+                    a.overCapSince = now; // the share fell (more connections), or it has not spent since capped
+                } else if (now - a.overCapSince >= RECALL_INTERVAL_NANOS
+                        && (worst == null || a.credits > worst.credits)) {
+                    worst = a;
+                }
+            } else if (a.askedAt == 0) {
+                a.askedAt = now;
+            } else if (now - a.askedAt >= RECALL_INTERVAL_NANOS) {
+                a.capped = true;
+                a.overCapSince = now;
+            }
+        }
+        if (worst != null) {
+            worst.evicted = "it kept " + worst.credits + " receive credits of the shared pool, above its fair share of "
+                    + fair + ", for " + TimeUnit.NANOSECONDS.toMillis(now - worst.overCapSince) + " ms after a "
+                    + "recall it left unanswered (it neither gave them back nor spent them); failed so that the "
+                    + "pool's other connections and newcomers get theirs";
+        }
+        overShare = above;
+        if (above > 0) {
+            recallWanted = true; // judged again an interval from now
+        }
     }
 
     /** Credits granted beyond the minimum, over every connection (those in limbo aside); guarded by this. */
@@ -327,13 +439,14 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     }
 
     /**
-     * Whether a recall is wanted or ran within {@link #RECALL_INTERVAL_NANOS}, while some window is still grown: an
-     * admission refused now may find room a round trip later. Not once {@value #FRUITLESS_RECALLS} recalls in a row
-     * brought nothing back (the windows' holders do not answer, or hold only credits they were never sent): then a
-     * refusal says the loops are full, instead of asking the peer to retry in vain.
+     * Whether an admission refused now may find room soon: a window above its fair share is on its way to being
+     * capped or failed, credits of a closed connection wait out their quarantine, or a recall is wanted or ran within
+     * {@link #RECALL_INTERVAL_NANOS} while some window is still grown. The last not once {@value #FRUITLESS_RECALLS}
+     * recalls in a row brought nothing back (the windows' holders hold no more than their share, or only credits
+     * they were never sent): then a refusal says the loops are full, instead of asking the peer to retry in vain.
      */
     public synchronized boolean recallUnderWay(long now) {
-        return grown() > 0 && fruitlessRecalls < FRUITLESS_RECALLS
+        return overShare > 0 || !limbo.isEmpty() || grown() > 0 && fruitlessRecalls < FRUITLESS_RECALLS
                 && (recallWanted || now - lastRecall < RECALL_INTERVAL_NANOS);
     }
 
@@ -361,6 +474,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             recallMarkTime = now;
         }
         recalls++;
+        judge(now);
         return true;
     }
 
@@ -380,6 +494,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         }
         a.released = true;
         connections--;
+        members.remove(a);
         int held = Math.max(a.credits, minimum);
         a.credits = 0;
         limbo.addLast(new long[] {System.nanoTime() + LIMBO_NANOS, held});

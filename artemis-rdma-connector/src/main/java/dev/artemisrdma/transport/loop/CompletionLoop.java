@@ -214,7 +214,7 @@ public final class CompletionLoop implements Runnable {
                     pool.queue().onFailure(this::sharedPoolFailed);
                     reservedEntries += pool.slots();
                 }
-                allocation = pool.admit();
+                allocation = pool.admit(channel.sharedWindowGrows());
                 if (allocation == null) {
                     if (pool.recallWanted()) {
                         wake(); // grown windows are recalled at the loop's next tick, for the connections after this

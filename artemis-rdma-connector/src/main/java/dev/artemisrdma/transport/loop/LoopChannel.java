@@ -11,7 +11,7 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * end of each batch, the writers' flushes left to it, its ticks, shared-pool admission and recalls, and its own death.
  * The channel implements it; the loop knows the channel only through this, so the loop depends on nothing above it.
  *
- * <p>Every method runs on the loop's thread, except {@link #sharesReceives} and {@link #useSharedPool}, which run in
+ * <p>Every method runs on the loop's thread, except {@link #sharesReceives}, {@link #sharedWindowGrows} and {@link #useSharedPool}, which run in
  * the loop's register, on the thread binding the channel (under the channel's lock).
  */
 public interface LoopChannel {
@@ -25,6 +25,9 @@ public interface LoopChannel {
 
     /** Whether the channel takes its receives from the loop's shared pool (decided before it binds). */
     boolean sharesReceives();
+
+    /** Whether its window on the pool may grow beyond the minimum (its peer answers recalls). */
+    boolean sharedWindowGrows();
 
     /** The loop admitted the channel to its pool with {@code allocation}. */
     void useSharedPool(SharedReceivePool pool, SharedReceivePool.Allocation allocation);

@@ -149,6 +149,21 @@ class TransportConfigTest {
     }
 
     @Test
+    void theSharedPoolsAdmissionReserveIsAnEighthOfThePoolUnlessSet() {
+        assertEquals(64, TransportConfig.defaults().sharedReceiveReserve(), "an eighth of 512");
+        TransportConfig c = TransportConfig.fromMap(Map.of("sharedReceiveSlots", "1024"));
+        assertEquals(128, c.sharedReceiveReserve(), "derived from the pool it is part of");
+        assertEquals(32, c.toBuilder().sharedReceiveSlots(256).build().sharedReceiveReserve(),
+                "toBuilder keeps it derived");
+        assertEquals(TransportConfig.SHARED_MIN_CREDITS, TransportConfig.fromMap(Map.of("sharedReceiveSlots", "24"))
+                .sharedReceiveReserve(), "never below one connection's minimum");
+        assertEquals(0, TransportConfig.fromMap(Map.of("sharedReceiveReserve", "0")).sharedReceiveReserve());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("sharedReceiveReserve", "513")));
+        assertTrue(e.getMessage().startsWith("sharedReceiveReserve: must be 0..512"), e.getMessage());
+    }
+
+    @Test
     void toBuilderKeepsDerivedValuesDerived() {
         TransportConfig c = TransportConfig.defaults().toBuilder().receiveSlots(2).sendQueueDepth(2).build();
         assertEquals(1, c.creditThreshold());

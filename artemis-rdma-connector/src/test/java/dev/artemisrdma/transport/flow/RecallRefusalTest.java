@@ -14,85 +14,86 @@ import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.wire.Handshake;
 
-/**
- * A listener whose loops are full while a shared pool recalls: nothing sleeps on the connection-manager thread, and
- * a recall that brings nothing back ends in a refusal that names the limit.
- */
+/** Nothing sleeps on the connection-manager thread: a listener whose loops are full never waits there for a recall. */
 class RecallRefusalTest {
-
-    private static final TransportConfig SERVER = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0)
-            .receiveSlots(16).slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1).build();
 
     @Test
     void aFullPoolWhoseRecallGoesUnansweredNeverHoldsTheConnectionManagerThread() throws Exception {
-        // the listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room
-        withGrownHog((fabric, client, s, pool) -> {
-            connectC(client, s); // the first refusals load their code; the listener then waited, too
-            Thread.sleep(1_000); // and after a wait in vain it waited again only a second later
-            fabric.longestRequestNanos.set(0);
-            long began = System.nanoTime();
-            connectC(client, s);
-            long longest = TimeUnit.NANOSECONDS.toMillis(fabric.longestRequestNanos.get());
-            assertTrue(pool.admissionsRefused >= 1, "C found the pool full: " + pool);
-            assertTrue(s.stats().refused() >= 1, "C was refused at least once");
-            assertTrue(longest < 100, "a connection request held rdma_cm's thread for " + longest + " ms; C's "
-                    + "connect took " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began) + " ms");
-        });
+        // one loop with a pool of 24: a hog grows its window to receiveSlots + 1 = 17 and never answers a recall, B
+        // takes the minimum (21 of 24 promised), so C (4 more) finds no room while a recall is under way. The
+        // listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room. (The hog, above
+        // its fair share, is failed half a second into the refusals now; C is refused until then.)
+        TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
+                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
+                     .build())) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            byte[] grows = SharedPoolFairShareTest.grows(true);
+            try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows)) {
+                SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
+                SharedPoolFairShareTest.growTo(hog, pool, serverConfig.receiveSlots() + 1);
+                assertTrue(pool.committed() == serverConfig.receiveSlots() + 1, "the hog's window grew: " + pool);
+                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
+                connectC(client, s); // the first refusals load their code; the listener then waited, too
+                Thread.sleep(1_000); // and after a wait in vain it waited again only a second later
+                fabric.longestRequestNanos.set(0);
+                long began = System.nanoTime();
+                connectC(client, s);
+                long longest = TimeUnit.NANOSECONDS.toMillis(fabric.longestRequestNanos.get());
+                assertTrue(pool.admissionsRefused >= 1, "C found the pool full: " + pool);
+                assertTrue(s.stats().refused() >= 1, "C was refused at least once");
+                assertTrue(longest < 100, "a connection request held rdma_cm's thread for " + longest + " ms; C's "
+                        + "connect took " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began) + " ms");
+                b.close();
+            }
+            fabric.assertNoViolations();
+        } finally {
+            fabric.close();
+        }
     }
 
     @Test
     void recallsThatBringNothingBackEndInARefusalThatNamesTheLimit() throws Exception {
-        // "retry soon" for ever would have every newcomer retry in vain for a second; after two fruitless recalls the
-        // listener says that its loops are full and what to raise
-        withGrownHog((fabric, client, s, pool) -> {
-            FabricException last = null;
-            long began = System.nanoTime();
-            for (int attempt = 0; attempt < 5 && (last == null || !last.getMessage().contains("maxCompletionLoops"));
-                 attempt++) {
-                try {
-                    client.connect(s.localAddress(), new Peers.Recorder()).close();
-                    throw new AssertionError("C was admitted while the hog held its window: " + pool);
-                } catch (FabricException e) {
-                    last = e;
-                }
-            }
-            long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began);
-            assertTrue(pool.recalls() >= 2, "the pool recalled: " + pool.recalls());
-            assertTrue(last.getMessage().contains("maxCompletionLoops"), "after " + tookMillis + " ms: " + last);
-            // the listener said so itself: C did not have to give up retrying to learn it
-            assertFalse(last.getMessage().contains("still refused"), last.getMessage());
-            assertTrue(tookMillis < 3_000, "the definitive refusal took " + tookMillis + " ms");
-        });
-    }
-
-    /** What a test does with C's client once the pool is full. */
-    private interface Scene {
-        void play(FakeFabric fabric, RdmaTransport client, RdmaServer s, SharedReceivePool pool) throws Exception;
-    }
-
-    /**
-     * One loop with a pool of 24: a hog grows its window to receiveSlots + 1 = 17 and never answers a recall, B takes
-     * the minimum (21 of 24 promised), so C (4 more) finds no room while a recall is under way.
-     */
-    private static void withGrownHog(Scene scene) throws Exception {
+        // the question is what C hears once recalls bring nothing back: "retry soon" for ever would have every
+        // newcomer retry in vain for a second; after two fruitless recalls the listener says that its loops are full
+        // and what to raise. A window above its fair share is failed instead (SharedPoolFairShareTest), so here two
+        // windows hold exactly their share of a pool that keeps no reserve (12 + 12 of 24): full, and fairly so
+        TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
+                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).sharedReceiveReserve(0)
+                .maxCompletionLoops(1).build();
         FakeFabric fabric = new FakeFabric();
-        try (RdmaTransport server = RdmaTransport.create(fabric, SERVER);
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
                      .build())) {
             RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            byte[] grows = Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT, RawPeer.RECEIVES, 64 << 20,
-                    Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_CREDIT_RECALL, RawPeer.RECEIVES));
-            try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows)) {
+            byte[] grows = SharedPoolFairShareTest.grows(true);
+            try (RawPeer first = RawPeer.connect(fabric, s.localAddress(), grows);
+                 RawPeer second = RawPeer.connect(fabric, s.localAddress(), grows)) {
                 SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
-                for (int f = 0; f < 100 && pool.committed() < SERVER.receiveSlots() + 1; f++) {
-                    hog.sendWantingCredit(64);
+                SharedPoolFairShareTest.growTo(first, pool, 12 + TransportConfig.SHARED_MIN_CREDITS);
+                SharedPoolFairShareTest.growTo(second, pool, 24);
+                assertTrue(pool.committed() == 24, "both windows grew to their share: " + pool);
+                FabricException last = null;
+                long began = System.nanoTime();
+                for (int attempt = 0; attempt < 5 && (last == null || !last.getMessage().contains("maxCompletionLoops"));
+                     attempt++) {
+                    try {
+                        client.connect(s.localAddress(), new Peers.Recorder()).close();
+                        throw new AssertionError("C was admitted to a full pool: " + pool);
+                    } catch (FabricException e) {
+                        last = e;
+                    }
                 }
-                assertTrue(pool.committed() == SERVER.receiveSlots() + 1, "the hog's window grew: " + pool);
-                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
-                scene.play(fabric, client, s, pool);
-                b.close();
+                long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began);
+                assertTrue(pool.recalls() >= 2, "the pool recalled: " + pool.recalls());
+                assertTrue(last.getMessage().contains("maxCompletionLoops"), "after " + tookMillis + " ms: " + last);
+                // the listener said so itself: C did not have to give up retrying to learn it
+                assertFalse(last.getMessage().contains("still refused"), last.getMessage());
+                assertTrue(tookMillis < 3_000, "the definitive refusal took " + tookMillis + " ms");
+                assertFalse(first.isLost() || second.isLost(), "windows within their share are not failed");
             }
             fabric.assertNoViolations();
         } finally {

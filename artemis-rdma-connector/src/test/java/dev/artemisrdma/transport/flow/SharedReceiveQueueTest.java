@@ -268,11 +268,14 @@ class SharedReceiveQueueTest {
             RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
             assertEquals(serverConfig.receiveSlots() + 1 + TransportConfig.SHARED_MIN_CREDITS, pool.committed());
 
-            // C's admission finds the pool full, which asks the loop to recall; the listener refuses C at once with
-            // 'retry soon' (its event thread never waits for the recall), and connect asks again, so C's one call
-            // to connect is admitted
+            // B's grant left less than a growth step above the reserve, so the loop's next tick recalls A's idle
+            // window; if C comes before that tick, its admission finds the pool full, which asks the loop to recall
+            // at once, the listener refuses C with 'retry soon' (its event thread never waits for the recall), and
+            // connect asks again. Either way C's one call to connect is admitted, thanks to a recall
+            long recallsBeforeC = pool.recalls();
             RdmaChannel c = client.connect(s.localAddress(), new Peers.Recorder());
-            assertTrue(pool.admissionsRefused >= 1, "the pool was full when C came: " + pool);
+            assertTrue(pool.admissionsRefused >= 1 || recallsBeforeC >= 1,
+                    "C came to a full pool, or after the recall that B's grant started: " + pool);
             assertTrue(pool.recalls() >= 1, pool.toString());
             // A gave back what it held beyond the minimum (less what was still on its way back to it)
             assertTrue(pool.creditsReleased() >= 8, "credits A gave back: " + pool.creditsReleased());
@@ -441,7 +444,7 @@ class SharedReceiveQueueTest {
     }
 
     /** Listens with a recorder per accepted connection, filed under the client's address. */
-    private static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
+    static RdmaServer listenRecordingSides(RdmaTransport server, Map<String, Peers.Recorder> sides)
             throws FabricException {
         return server.listen(Peers.serverAddress(), ch -> {
             Peers.Recorder r = new Peers.Recorder();
@@ -450,7 +453,7 @@ class SharedReceiveQueueTest {
         });
     }
 
-    private static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
+    static Peers.Recorder awaitSide(Map<String, Peers.Recorder> sides, RdmaChannel clientChannel)
             throws InterruptedException {
         String key = clientChannel.localAddress().toString();
         Peers.await("server side of " + key, 5000, () -> sides.containsKey(key));
