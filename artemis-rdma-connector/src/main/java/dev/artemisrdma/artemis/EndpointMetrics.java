@@ -82,6 +82,21 @@ final class EndpointMetrics implements RdmaTransportMetricsMXBean {
     }
 
     @Override
+    public long getFramesPacked() {
+        return snapshot().framesPacked();
+    }
+
+    @Override
+    public long getImmediateFragmentsSent() {
+        return snapshot().immediateSends();
+    }
+
+    @Override
+    public int getOlderPeerConnections() {
+        return snapshot().olderPeers();
+    }
+
+    @Override
     public long getCompletions() {
         return snapshot().completions();
     }

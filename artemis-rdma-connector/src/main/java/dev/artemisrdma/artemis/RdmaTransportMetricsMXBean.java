@@ -20,6 +20,20 @@ public interface RdmaTransportMetricsMXBean {
     /** Whole frames received (after reassembly). */
     long getFramesReceived();
 
+    /** Frames that went packed with others into one SEND (wire feature bit 0; never toward an older peer). */
+    long getFramesPacked();
+
+    /**
+     * Fragments sent with their header in the SEND's immediate data (wire feature bit 2; never toward an older peer).
+     */
+    long getImmediateFragmentsSent();
+
+    /**
+     * Connections open now whose peer stated fewer wire features than this build: older artemis-rdma builds, each
+     * served with the features it stated (docs/protocol.md). 0 once a rolling upgrade has reached every peer.
+     */
+    int getOlderPeerConnections();
+
     /** Work completions polled for these connections (sends, receives, flushes). */
     long getCompletions();
 

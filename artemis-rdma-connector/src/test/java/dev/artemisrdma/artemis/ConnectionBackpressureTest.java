@@ -328,6 +328,11 @@ class ConnectionBackpressureTest {
         }
 
         @Override
+        public boolean olderPeer() {
+            return false;
+        }
+
+        @Override
         public SharedPool sharedPool() {
             return null;
         }

@@ -13,6 +13,7 @@ import org.junit.jupiter.api.Test;
 
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.stats.ChannelGroupStats;
 import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.wire.FrameHeader;
 
@@ -96,6 +97,12 @@ class PackingTest {
             assertEquals(20, s.framesPacked(), s.toString());
             assertEquals(1, s.packedSends(), s.toString());
             assertEquals(1, s.sendsPosted(), s.toString());
+            // what monitoring shows: a peer of this build, and the frames that went packed
+            assertFalse(c.client.olderPeer(), "a peer of this build states every feature");
+            ChannelGroupStats group = new ChannelGroupStats();
+            group.add(c.client);
+            assertEquals(0, group.snapshot().olderPeers());
+            assertEquals(20, group.snapshot().framesPacked());
         }
     }
 
@@ -231,6 +238,12 @@ class PackingTest {
                 assertEquals(10, s.framesSent());
                 assertEquals(0, s.framesPacked(), s.toString());
                 assertEquals(10, s.sendsPosted(), s.toString());
+                // what an operator counts during a rolling upgrade (artemis.rdma.connections.older.peers)
+                assertTrue(ch.olderPeer(), "a peer stating no features is an older build");
+                ChannelGroupStats group = new ChannelGroupStats();
+                group.add(ch);
+                assertEquals(1, group.snapshot().olderPeers());
+                assertEquals(0, group.snapshot().framesPacked());
                 Thread.sleep(20);
                 old.poll();
                 assertFalse(old.isLost(), "the old peer took every SEND");

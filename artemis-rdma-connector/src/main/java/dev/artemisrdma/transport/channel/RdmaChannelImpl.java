@@ -104,6 +104,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     private final ChannelLifecycle life;
 
     private volatile ChannelHandler handler;
+    /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
+    private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
@@ -219,6 +221,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         lock.lock();
         try {
             send.peer(peer);
+            olderPeer = !peer.statesEveryKnownFeature();
             if (!peer.readsPacked() && NOT_PACKED.admit()) {
                 LOG.info("channel {} ({}): the peer does not read packed SENDs (an older artemis-rdma): small frames"
                         + " go one per SEND", id, describe(remote));
@@ -756,6 +759,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     @Override
     public long registeredBytes() {
         return resources.registeredBytes();
+    }
+
+    @Override
+    public boolean olderPeer() {
+        return olderPeer;
     }
 
     @Override

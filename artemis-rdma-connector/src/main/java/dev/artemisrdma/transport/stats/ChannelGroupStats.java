@@ -17,7 +17,8 @@ public final class ChannelGroupStats {
     /** Totals of a group at one moment. */
     public record Snapshot(long bytesSent, long framesSent, long bytesReceived, long framesReceived,
                            long completions, long creditStalls, long rnrRetryErrors, long retryErrors,
-                           long otherErrors, long protocolErrors, long registeredBytes, int connections) {
+                           long otherErrors, long protocolErrors, long registeredBytes, int connections,
+                           long framesPacked, long immediateSends, int olderPeers) {
     }
 
     private final Set<ChannelMeasures> live = new HashSet<>();
@@ -40,8 +41,12 @@ public final class ChannelGroupStats {
         t.plus(closed);
         long registered = 0;
         Set<ChannelMeasures.SharedPool> pools = new HashSet<>();
+        int olderPeers = 0;
         for (ChannelMeasures channel : live) {
             t.add(channel);
+            if (channel.olderPeer()) {
+                olderPeers++;
+            }
             registered += channel.registeredBytes();
             ChannelMeasures.SharedPool pool = channel.sharedPool();
             if (pool != null && pools.add(pool)) {
@@ -50,7 +55,7 @@ public final class ChannelGroupStats {
         }
         return new Snapshot(t.bytesSent, t.framesSent, t.bytesReceived, t.framesReceived, t.completions,
                 t.creditStalls, t.rnrRetryErrors, t.retryErrors, t.otherErrors, t.protocolErrors, registered,
-                live.size());
+                live.size(), t.framesPacked, t.immediateSends, olderPeers);
     }
 
     /** A running sum of channel counters. */
@@ -65,6 +70,8 @@ public final class ChannelGroupStats {
         long retryErrors;
         long otherErrors;
         long protocolErrors;
+        long framesPacked;
+        long immediateSends;
 
         void add(ChannelMeasures channel) {
             TransportStats s = channel.stats();
@@ -74,6 +81,8 @@ public final class ChannelGroupStats {
             bytesReceived += s.bytesReceived();
             framesReceived += s.framesReceived();
             creditStalls += s.creditStalls();
+            framesPacked += s.framesPacked();
+            immediateSends += s.immediateSends();
             completions += c.completions();
             rnrRetryErrors += c.rnrRetryErrors();
             retryErrors += c.retryErrors();
@@ -92,6 +101,8 @@ public final class ChannelGroupStats {
             retryErrors += o.retryErrors;
             otherErrors += o.otherErrors;
             protocolErrors += o.protocolErrors;
+            framesPacked += o.framesPacked;
+            immediateSends += o.immediateSends;
         }
     }
 }

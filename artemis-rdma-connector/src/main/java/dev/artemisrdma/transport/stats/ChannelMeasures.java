@@ -17,6 +17,13 @@ public interface ChannelMeasures {
     /** Bytes the channel has registered itself (receive slots and send headers); 0 before bind and after release. */
     long registeredBytes();
 
+    /**
+     * Whether the peer's handshake stated fewer wire features than this build knows: an older artemis-rdma, served
+     * with only the features it stated (false until the handshake is known). Operators count these connections to
+     * see a rolling upgrade through.
+     */
+    boolean olderPeer();
+
     /** The shared receive pool the channel holds credits in, or null: counted once per pool by group totals. */
     SharedPool sharedPool();
 

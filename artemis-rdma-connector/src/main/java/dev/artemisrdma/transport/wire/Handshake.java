@@ -102,6 +102,11 @@ public final class Handshake {
         public boolean acceptsCreditGrowth() {
             return (features & FEATURE_CREDIT_GROWTH) != 0;
         }
+
+        /** This side states every feature this build knows: false for an older build (a newer one states more). */
+        public boolean statesEveryKnownFeature() {
+            return (features & KNOWN_FEATURES) == KNOWN_FEATURES;
+        }
     }
 
     private Handshake() {

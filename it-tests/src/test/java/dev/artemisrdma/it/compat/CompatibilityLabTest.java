@@ -1,0 +1,234 @@
+package dev.artemisrdma.it.compat;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.distro.RxeCounters;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Brokers and clients of different builds keep talking (issue 26, docs/protocol.md "Compatibility"): on the real rxe
+ * fabric, an older build's connector jar (built from this repository's history by {@code build-old-connectors}, see
+ * run-lab-tests: the commit before feature negotiation, which speaks plain v1, and the last release) against this
+ * build's, in both roles. Each pairing sends 1 KiB and 1 MiB persistent JMS messages (the 1 MiB ones go as Artemis
+ * large-message chunks, fragmented on the wire) and reads them back: every message once, intact; rxe's packet
+ * counters prove RDMA carried them; and the meters of this build's side show which wire features it used toward the
+ * older peer (none: nothing packed, no header in immediate data) and that it counts that peer as older, while a
+ * control pairing of this build with itself shows the same meters move.
+ *
+ * <p>Each side runs in a JVM of its own whose class path carries exactly one connector jar, the old one or this
+ * build's, so no class of the other build can be loaded.
+ */
+@Timeout(value = 15, unit = TimeUnit.MINUTES)
+class CompatibilityLabTest {
+
+    /** The folder run-lab-tests has the older builds put in (one sub-folder per build: jar, revision or FAILED). */
+    static final String BUILDS_PROPERTY = "rdma.compat.builds";
+    private static final String[] MESSAGES = {"1024x200", "1048576x4"};
+    private static final int MESSAGE_COUNT = 204;
+
+    private static List<Build> olderBuilds;
+    private static String thisBuildClassPath;
+
+    /** An older build: its name (plain-v1, release-0.1.0), revision and jar. */
+    record Build(String name, String revision, Path jar) {
+    }
+
+    @BeforeAll
+    static void findBuilds() throws IOException {
+        String dir = System.getProperty(BUILDS_PROPERTY);
+        if (dir == null) {
+            throw new IllegalStateException("-D" + BUILDS_PROPERTY + " is not set: run-lab-tests builds the older "
+                    + "connectors and sets it; this test does not run without them");
+        }
+        olderBuilds = new ArrayList<>();
+        List<String> failed = new ArrayList<>();
+        try (Stream<Path> entries = Files.list(Path.of(dir))) {
+            for (Path build : entries.filter(Files::isDirectory).filter(p -> !p.getFileName().toString()
+                    .startsWith("src-")).sorted().toList()) {
+                if (Files.exists(build.resolve("FAILED"))) {
+                    failed.add(build.getFileName() + ": " + Files.readString(build.resolve("FAILED")).strip());
+                } else {
+                    olderBuilds.add(new Build(build.getFileName().toString(),
+                            Files.readString(build.resolve("revision")).strip(),
+                            build.resolve("artemis-rdma-connector.jar")));
+                }
+            }
+        }
+        if (!failed.isEmpty()) {
+            throw new IllegalStateException("older connectors that could not be built: " + failed);
+        }
+        if (olderBuilds.stream().noneMatch(b -> b.name().equals("plain-v1"))) {
+            throw new IllegalStateException("no plain-v1 build in " + dir + ": " + olderBuilds);
+        }
+        thisBuildClassPath = System.getProperty("java.class.path");
+        System.out.println("older builds: " + olderBuilds);
+    }
+
+    @TestFactory
+    Stream<DynamicTest> olderAndNewerBuildsExchangeJmsMessagesOverRdma() {
+        List<DynamicTest> tests = new ArrayList<>();
+        tests.add(DynamicTest.dynamicTest("this build with itself (control)", () -> {
+            Exchange e = exchange("this", thisBuildClassPath, "this", thisBuildClassPath);
+            e.assertDelivered();
+            // the meters move when the features are used: so the zeros below mean something
+            assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
+            assertEquals("0", e.client.get("olderPeers"), "client " + e.client);
+            assertTrue(Long.parseLong(e.broker.get("immediateFragments")) > 0, "broker " + e.broker);
+            assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
+        }));
+        for (Build old : olderBuilds) {
+            String oldClassPath = withConnector(old.jar());
+            boolean fewerFeatures = statesFewerFeatures(old);
+            tests.add(DynamicTest.dynamicTest(old.name() + " client -> this broker", () -> {
+                Exchange e = exchange(old.name(), oldClassPath, "this", thisBuildClassPath);
+                e.assertDelivered();
+                assertOlderSide(old, fewerFeatures, "this broker toward the " + old.name() + " client", e.broker);
+                assertOwnMeters(old, e.client);
+            }));
+            tests.add(DynamicTest.dynamicTest("this client -> " + old.name() + " broker", () -> {
+                Exchange e = exchange("this", thisBuildClassPath, old.name(), oldClassPath);
+                e.assertDelivered();
+                assertOlderSide(old, fewerFeatures, "this client toward the " + old.name() + " broker", e.client);
+                assertOwnMeters(old, e.broker);
+            }));
+        }
+        return tests.stream();
+    }
+
+    /**
+     * Whether {@code old} states fewer wire features than this build. Kept by hand on purpose: a build that adds a
+     * feature bit must say here which older builds lack it (plain v1 lacks all; 0.1.0 states the four this build
+     * knows), and the test then checks that this build uses none of the new bit toward them.
+     */
+    private static boolean statesFewerFeatures(Build old) {
+        return switch (old.name()) {
+            case "plain-v1" -> true;
+            case "release-0.1.0" -> false;
+            default -> throw new IllegalStateException("CompatibilityLabTest does not know which wire features "
+                    + old + " states: add it to statesFewerFeatures");
+        };
+    }
+
+    /**
+     * This build's side toward {@code old}: counts it as older, and sent nothing packed and no header in immediate
+     * data, when {@code old} states fewer features (plain v1 states neither); otherwise counts nothing older.
+     */
+    private static void assertOlderSide(Build old, boolean fewerFeatures, String side, Map<String, String> meters) {
+        assertTrue(Long.parseLong(meters.get("framesSent")) >= MESSAGE_COUNT, side + ": " + meters);
+        if (fewerFeatures) {
+            assertEquals("1", meters.get("olderPeers"), side + " counts the peer as older: " + meters);
+            assertEquals("0", meters.get("framesPacked"), side + ": " + meters);
+            assertEquals("0", meters.get("immediateFragments"), side + ": " + meters);
+        } else {
+            assertEquals("0", meters.get("olderPeers"), side + ": " + meters);
+        }
+    }
+
+    /**
+     * The old side is really the old build: the plain-v1 commit predates the wire-feature meters, so they are absent
+     * on its side; a release that has them counts this build as no older than itself.
+     */
+    private static void assertOwnMeters(Build old, Map<String, String> meters) {
+        if (old.name().equals("plain-v1")) {
+            assertEquals("absent", meters.get("olderPeers"), old + " has no such meter: " + meters);
+        } else {
+            assertEquals("0", meters.get("olderPeers"), old + " takes this build for no older: " + meters);
+        }
+    }
+
+    /** What one client exchanged with one broker, each on its class path, and what the meters said meanwhile. */
+    private record Exchange(Map<String, String> client, Map<String, String> broker, RxeCounters rxe) {
+
+        void assertDelivered() {
+            assertEquals(Integer.toString(MESSAGE_COUNT), client.get("sent"), client.toString());
+            assertEquals(client.get("sent"), client.get("received"), "every message came back: " + client);
+            assertEquals("0", client.get("repeated"), "none twice: " + client);
+            assertEquals("0", client.get("corrupt"), "all intact: " + client);
+            assertEquals("0", client.get("extra"), "nothing more: " + client);
+            // each message crossed the RDMA device to the broker and back: a TCP fall-back would leave them still
+            assertTrue(rxe.sentPackets() >= 2L * MESSAGE_COUNT && rxe.receivedPackets() >= 2L * MESSAGE_COUNT,
+                    "rxe moved by " + rxe);
+        }
+    }
+
+    private static Exchange exchange(String clientName, String clientClassPath, String brokerName,
+                                     String brokerClassPath) throws Exception {
+        int port = Lab.freshPort();
+        Path data = Files.createTempDirectory("compat-" + brokerName);
+        String tag = clientName + "-client-" + brokerName + "-broker";
+        try (JavaProcess broker = JavaProcess.driven(brokerName + "-broker-" + port, CompatBrokerMain.class)
+                .classPath(brokerClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1")
+                .readyWhen(CompatBrokerMain.READY, 180).start(List.of(Lab.addr0(), Integer.toString(port),
+                        data.toString()))) {
+            RxeCounters before = RxeCounters.now();
+            try (JavaProcess client = JavaProcess.driven(clientName + "-client-" + port, CompatClientMain.class)
+                    .classPath(clientClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1")
+                    .start(withArgs(Lab.addr0(), Integer.toString(port), "compat." + tag, MESSAGES))) {
+                Map<String, String> clientReport = pairs(client.await(CompatClientMain.DONE, 300)
+                        .substring(CompatClientMain.DONE.length()));
+                RxeCounters moved = RxeCounters.now().since(before);
+                broker.send("report"); // while the client is still connected
+                Map<String, String> brokerReport = pairs(broker.await(CompatBrokerMain.REPORT, 60)
+                        .substring(CompatBrokerMain.REPORT.length()));
+                client.send("exit");
+                client.awaitExitOrKill(30);
+                System.out.println(tag + ": client " + clientReport + "; broker " + brokerReport + "; rxe " + moved);
+                broker.send("stop");
+                broker.awaitExitOrKill(60);
+                return new Exchange(clientReport, brokerReport, moved);
+            }
+        }
+    }
+
+    private static List<String> withArgs(String host, String port, String queue, String... specs) {
+        List<String> args = new ArrayList<>(List.of(host, port, queue));
+        args.addAll(List.of(specs));
+        return args;
+    }
+
+    /** This JVM's class path with both of this build's connector jars (main and tests) replaced by {@code jar}. */
+    private static String withConnector(Path jar) {
+        List<String> entries = new ArrayList<>();
+        int replaced = 0;
+        for (String entry : thisBuildClassPath.split(File.pathSeparator)) {
+            String file = Path.of(entry).getFileName().toString();
+            if (file.startsWith("artemis-rdma-connector") || entry.endsWith("artemis-rdma-connector/target/classes")
+                    || entry.endsWith("artemis-rdma-connector/target/test-classes")) {
+                replaced++;
+            } else {
+                entries.add(entry);
+            }
+        }
+        if (replaced == 0) {
+            throw new IllegalStateException("this build's connector is not on the class path: " + thisBuildClassPath);
+        }
+        entries.add(0, jar.toString());
+        return String.join(File.pathSeparator, entries);
+    }
+
+    private static Map<String, String> pairs(String line) {
+        Map<String, String> map = new HashMap<>();
+        for (String pair : line.trim().split(" ")) {
+            int eq = pair.indexOf('=');
+            map.put(pair.substring(0, eq), pair.substring(eq + 1));
+        }
+        return map;
+    }
+}
