@@ -49,31 +49,57 @@ class ReassemblyLimitsTest {
     }
 
     @Test
-    void theTransportBudgetFailsTheConnectionThatWouldExceedIt() throws Exception {
+    void theTransportBudgetFailsTheSquatterNotTheConnectionThatAsksNext() throws Exception {
+        // issue 23 item 2: the first connection holds most of the budget with a frame it does not finish; the second
+        // streams a frame whose growth no longer fits. Before the fair-share rule the refusal landed on the second,
+        // whichever it was; now the first, above its share and the older, is failed and the second is served
+        TransportConfig config = server().maxReassemblyBytes(256 << 10).reassemblyMemory(256 << 10).build();
+        try (HostileServerFixture f = new HostileServerFixture(config);
+             RawPeer squatter = f.attacker();
+             RawPeer streamer = f.attacker()) {
+            int payload = squatter.server().slotSize() - FrameHeader.LENGTH;
+            int frame = 200 << 10;
+            squatter.unfinishedFrame(frame, 10); // 160 KiB of the frame, and stops there
+            Peers.await("the squatter's memory", 5000,
+                    () -> f.server.reassemblyBudget().used() >= 10L * payload);
+            for (int off = 0; off < frame; off += payload) { // its growth passes the 256 KiB the transport may hold
+                int n = Math.min(payload, frame - off);
+                streamer.fragment(off == 0, off + n == frame, off == 0 ? frame : off, n);
+            }
+            Peers.await("the streamer's frame", 5000, () -> f.accepted.get(1).count() == 1);
+            assertEquals(frame, f.accepted.get(1).sizes.get(0));
+            squatter.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("reassemblyMemory") && why.contains("fair share"), why);
+            assertTrue(why.contains("10.77.0.2"), "the log line names the peer: " + why);
+            assertFalse(streamer.isLost(), "the connection that asked next is served");
+            assertEquals(1, f.server.reassemblyBudget().victims());
+            Peers.await("the squatter's memory back", 5000,
+                    () -> f.server.reassemblyBudget().used() <= f.server.reassemblyBudget().kept());
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void aConnectionAskingBeyondItsShareFailsItselfWhenNoOtherHoldsMore() throws Exception {
+        // two connections each at their share: the one that grows past it is the one that fails
         TransportConfig config = server().maxReassemblyBytes(256 << 10).reassemblyMemory(256 << 10).build();
         try (HostileServerFixture f = new HostileServerFixture(config);
              RawPeer first = f.attacker();
              RawPeer second = f.attacker()) {
-            int payload = first.server().slotSize() - FrameHeader.LENGTH;
-            int frame = 200 << 10;
-            first.unfinishedFrame(frame, 10); // grows to the whole 200 KiB of the frame
-            Peers.await("the first frame's memory", 5000, () -> f.server.reassemblyBudget().used() == frame);
+            int frame = 250 << 10;
+            first.unfinishedFrame(frame, 5); // about 80 KiB: within a share of 128 KiB
+            Peers.await("the first frame's memory", 5000, () -> f.server.reassemblyBudget().used() >= 64 << 10);
             try {
-                second.unfinishedFrame(frame, 8); // its growth passes the 256 KiB the transport may hold
+                second.unfinishedFrame(frame, 15); // grows past what the budget has left, and past its share
             } catch (FabricException dropped) {
                 // the server dropped it part-way: what this test wants
             }
             second.awaitLost(5000);
             String why = f.closeCause(1).getMessage();
-            assertTrue(why.contains("reassemblyMemory"), why);
-            // the first connection is unharmed and finishes its frame
-            for (int off = 10 * payload; off < frame; off += payload) {
-                int n = Math.min(payload, frame - off);
-                first.fragment(false, off + n == frame, off, n);
-            }
-            Peers.await("the first frame", 5000, () -> f.accepted.get(0).count() == 1);
-            assertEquals(frame, f.accepted.get(0).sizes.get(0));
-            assertFalse(first.isLost());
+            assertTrue(why.contains("none holds more than its fair share"), why);
+            assertFalse(first.isLost(), "the connection within its share stays");
+            assertEquals(0, f.server.reassemblyBudget().victims());
         }
     }
 

@@ -288,11 +288,21 @@ final class ReceiveSide {
     }
 
     /**
-     * A fragmented frame unfinished for longer than {@code reassemblyTimeout}: the failure to fail the connection
-     * with, or null.
+     * A fragmented frame unfinished for longer than {@code reassemblyTimeout}, or one the transport's reassembly
+     * budget condemned (it squatted on more than its share while another connection needed room): the failure to
+     * fail the connection with, or null.
      */
     FabricException overdueFrame(long now) {
-        if (!reassembler.inProgress() || now - reassembler.startedAt() <= reassemblyTimeoutNanos) {
+        if (!reassembler.inProgress()) {
+            return null;
+        }
+        String condemned = reassembler.condemnation();
+        if (condemned != null) {
+            return new FabricException("channel " + id + " (peer " + Endpoints.describe(remote) + "): " + condemned
+                    + ": the connection fails so that the others are served; raise reassemblyMemory if such frames "
+                    + "are legitimate");
+        }
+        if (now - reassembler.startedAt() <= reassemblyTimeoutNanos) {
             return null;
         }
         return new FabricException("channel " + id + " (peer " + Endpoints.describe(remote) + "): a fragmented "

@@ -12,9 +12,11 @@ import dev.artemisrdma.transport.wire.FrameHeader;
  * delivers in order, so anything else is a peer bug). Used by the completion loop thread only.
  *
  * <p>Nothing a peer claims costs memory before it arrives: a first fragment's frame length is only checked against
- * the bounds, and the buffer grows (doubling, never beyond the frame) as fragments really come. What it holds counts
- * against {@code maxReassemblyBytes} for the connection and the transport's {@link ReassemblyBudget}; an unfinished
- * frame is timed from its first fragment ({@link #startedAt()}), so the completion loop can enforce a deadline.
+ * the bounds, and the buffer grows (by half, never beyond the frame) as fragments really come. What it holds counts
+ * against {@code maxReassemblyBytes} for the connection and the transport's {@link ReassemblyBudget}, whose
+ * fair-share rule may condemn this connection when it squats on more than its share ({@link #condemnation()}, which
+ * the loop's tick turns into a failure); an unfinished frame is timed from its first fragment ({@link #startedAt()}),
+ * so the completion loop can enforce a deadline. A heap that cannot hold a buffer fails this connection only.
  */
 public final class Reassembler {
 
@@ -27,7 +29,15 @@ public final class Reassembler {
     private final ReassemblyBudget budget;
     private ByteBuffer frame;
     private int expected = -1;
-    private long startedAt;
+    private volatile long startedAt;
+    /** Bytes reserved for {@link #frame}: read by other loops' threads when the budget looks for a squatter. */
+    private volatile int held;
+    /** {@link #frame} is kept between frames and counted in the budget's kept bytes. */
+    private boolean keptBuffer;
+    /** Why the budget condemned this connection; null while it is not. Set and cleared under the budget's lock. */
+    private volatile String condemnedWhy;
+    /** What it held when condemned: the budget's overdraft on its behalf. Guarded by the budget's lock. */
+    private long condemnedHeld;
 
     public Reassembler(int maxFrameSize, int retainBytes, int maxBytes, ReassemblyBudget budget) {
         this.maxFrameSize = maxFrameSize;
@@ -75,15 +85,24 @@ public final class Reassembler {
                 throw new LimitExceededException("a fragmented frame of " + lengthOrOffset
                         + " bytes exceeds maxReassemblyBytes (" + maxBytes + "); raise maxReassemblyBytes to receive it");
             }
+            if (keptBuffer) {
+                budget.unkeep(frame.capacity()); // the kept buffer is in use again
+                keptBuffer = false;
+            }
+            startedAt = System.nanoTime(); // the clock is read for fragmented frames only
+            budget.holding(this);
             ensureRoom(Math.min(lengthOrOffset, Math.max(n, MIN_ALLOCATION)), lengthOrOffset);
             frame.clear();
             expected = lengthOrOffset;
-            startedAt = System.nanoTime(); // the clock is read for fragmented frames only
             frame.put(payload);
             return null;
         }
         if (expected < 0) {
             throw new FabricException("protocol error: continuation fragment without a first one");
+        }
+        String why = condemnedWhy;
+        if (why != null) {
+            throw new LimitExceededException(why);
         }
         if (lengthOrOffset != frame.position()) {
             throw new FabricException("protocol error: fragment at offset " + lengthOrOffset + ", expected "
@@ -105,51 +124,112 @@ public final class Reassembler {
         }
         frame.flip();
         expected = -1;
+        budget.notHolding(this); // a frame that finished is no squatter: a condemnation is lifted
         return frame;
     }
 
     /**
-     * Makes the buffer hold at least {@code needed} bytes: doubles it (capped at the frame's length), keeps what it
-     * holds, and charges the growth to the budget first.
+     * Makes the buffer hold at least {@code needed} bytes: grows it by half (at least to {@code needed}, at most to
+     * the frame's length), keeps what it holds, and charges the growth to the budget first; when the budget is short
+     * its fair-share rule may condemn another connection to make room (see {@link ReassemblyBudget}).
      */
     private void ensureRoom(int needed, int frameLength) throws FabricException {
+        String why = condemnedWhy;
+        if (why != null) {
+            throw new LimitExceededException(why);
+        }
         int have = frame == null ? 0 : frame.capacity();
         if (have >= needed) {
             return;
         }
-        int grown = (int) Math.min(frameLength, Math.max(needed, 2L * have));
-        if (!budget.tryReserve(grown - have)) {
-            throw new LimitExceededException("reassembly would need " + (grown - have) + " more bytes of heap, but the "
+        int grown = (int) Math.min(frameLength, Math.max(needed, have + (long) have / 2));
+        int more = grown - have;
+        if (!budget.tryReserve(more) && !(budget.condemnSquatter(this) && budget.tryReserve(more))) {
+            throw new LimitExceededException("reassembly would need " + more + " more bytes of heap, but the "
                     + "transport's connections already hold " + budget.used() + " of reassemblyMemory ("
-                    + budget.limit() + "); raise reassemblyMemory");
+                    + budget.limit() + ") and none holds more than its fair share: raise reassemblyMemory");
         }
-        ByteBuffer bigger = ByteBuffer.allocate(grown);
+        ByteBuffer bigger;
+        try {
+            bigger = ByteBuffer.allocate(grown);
+        } catch (OutOfMemoryError e) {
+            // the heap, not our budget, ran out: this connection fails, its loop and the others go on
+            budget.release(more);
+            throw new LimitExceededException("the JVM heap could not hold a reassembly buffer of " + grown
+                    + " bytes (" + e.getMessage() + "); give the JVM more heap (-Xmx) or lower reassemblyMemory");
+        }
         if (frame != null) {
             frame.flip();
             bigger.put(frame);
         }
         frame = bigger;
+        held = grown;
     }
 
     /**
-     * The handler is done with the last frame returned; drops an outsized buffer, and any buffer while the
-     * transport's connections hold more than half the budget (kept buffers must not starve frames in progress).
+     * The handler is done with the last frame returned. Keeps the buffer for the next fragmented frame only while it
+     * is small ({@code retainBytes}), kept buffers hold at most an eighth of the budget and the budget is at most
+     * half used (kept buffers must not starve frames in progress); otherwise drops it.
      */
     public void delivered() {
-        if (frame != null && expected < 0
-                && (frame.capacity() > retainBytes || budget.used() > budget.limit() / 2)) {
-            budget.release(frame.capacity());
-            frame = null;
+        if (frame == null || expected >= 0) {
+            return;
         }
+        if (keptBuffer) {
+            if (budget.used() > budget.limit() / 2) {
+                drop(); // pressure: what was kept goes back
+            }
+        } else if (frame.capacity() > retainBytes || !budget.keep(frame.capacity())) {
+            drop();
+        } else {
+            keptBuffer = true;
+        }
+    }
+
+    private void drop() {
+        if (keptBuffer) {
+            budget.unkeep(frame.capacity());
+            keptBuffer = false;
+        }
+        budget.release(frame.capacity());
+        frame = null;
+        held = 0;
     }
 
     /** The connection is gone: whatever is held goes back to the budget. */
     public void release() {
+        boolean wasHolding = expected >= 0;
         if (frame != null) {
-            budget.release(frame.capacity());
-            frame = null;
+            drop();
         }
         expected = -1;
+        if (wasHolding) {
+            budget.notHolding(this); // after the memory went back, so the overdraft never outlives it
+        }
+    }
+
+    /** Why the transport's budget condemned this connection (it squats on reassembly memory), or null. */
+    public String condemnation() {
+        return condemnedWhy;
+    }
+
+    boolean condemned() {
+        return condemnedWhy != null;
+    }
+
+    /** Called by the budget, under its lock: marks this connection condemned; returns what it holds. */
+    long condemn(String why) {
+        condemnedHeld = held;
+        condemnedWhy = why;
+        return condemnedHeld;
+    }
+
+    /** Called by the budget, under its lock, when this frame ends: lifts a condemnation; returns its overdraft. */
+    long pardon() {
+        long overdraft = condemnedHeld;
+        condemnedHeld = 0;
+        condemnedWhy = null;
+        return overdraft;
     }
 
     /** Bytes of the unfinished frame put together so far (the next fragment's offset); -1 when none is. */
@@ -166,8 +246,8 @@ public final class Reassembler {
         return startedAt;
     }
 
-    /** Heap held right now, reserved from the budget. */
+    /** Heap held right now, reserved from the budget (any thread). */
     public int heldBytes() {
-        return frame == null ? 0 : frame.capacity();
+        return held;
     }
 }

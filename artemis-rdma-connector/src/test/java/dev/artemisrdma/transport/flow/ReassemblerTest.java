@@ -2,6 +2,7 @@ package dev.artemisrdma.transport.flow;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -105,5 +106,46 @@ class ReassemblerTest {
         Reassembler kept = new Reassembler(1 << 20, 1 << 20, 1 << 20, roomy);
         roundTrip(kept, Peers.payload(1, 0, 2 * F));
         assertTrue(roomy.used() > 0, "a small buffer is kept for the next frame while the budget is low");
+    }
+
+    @Test
+    void keptBuffersTogetherHoldAtMostAnEighthOfTheBudget() throws Exception {
+        // before: each connection kept its buffer while the budget was at most half used, so idle connections
+        // could hold half of it between frames
+        ReassemblyBudget budget = new ReassemblyBudget(16_000);
+        for (int c = 0; c < 12; c++) {
+            Reassembler r = new Reassembler(1 << 20, 1 << 20, 1 << 20, budget);
+            roundTrip(r, Peers.payload(1, c, 3 * F)); // a buffer of 300 bytes each
+        }
+        assertTrue(budget.kept() > 0, "small buffers are kept while there is room");
+        assertTrue(budget.kept() <= 16_000 / 8, "kept " + budget.kept());
+        assertEquals(budget.kept(), budget.used(), "nothing but kept buffers is held");
+    }
+
+    @Test
+    void theSquatterAboveItsShareIsCondemnedAndTheAskerServedAtOnce() throws Exception {
+        ReassemblyBudget budget = new ReassemblyBudget(1000);
+        Reassembler squatter = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        Reassembler asker = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        assertNull(squatter.accept(ByteBuffer.allocate(F), FrameHeader.FIRST, 600)); // reserves its 600 bytes
+        assertNull(asker.accept(ByteBuffer.allocate(F), FrameHeader.FIRST, 900)); // 900 more do not fit
+        // the squatter (600 of a fair share of 500) is condemned; the asker got its room by the overdraft
+        assertEquals(1, budget.victims());
+        assertTrue(squatter.condemnation().contains("fair share"), squatter.condemnation());
+        assertNull(asker.condemnation());
+        assertEquals(1500, budget.used());
+        FabricException e = assertThrows(FabricException.class,
+                () -> squatter.accept(ByteBuffer.allocate(F), 0, F));
+        assertTrue(e.getMessage().contains("reassemblyMemory"), e.getMessage());
+        squatter.release(); // its loop fails it: the memory and the overdraft go back
+        assertEquals(900, budget.used());
+        // the overdraft ended with the squatter's memory: 200 more bytes beside the asker's 900 do not fit
+        assertFalse(budget.tryReserve(200));
+        for (int off = F; off < 900; off += F) {
+            ByteBuffer out = asker.accept(ByteBuffer.allocate(F), off + F == 900 ? FrameHeader.LAST : 0, off);
+            assertEquals(off + F == 900, out != null, "offset " + off);
+        }
+        asker.delivered();
+        assertEquals(0, budget.used());
     }
 }
