@@ -83,6 +83,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final Set<RdmaChannelImpl> channels = ConcurrentHashMap.newKeySet();
     private final Set<RdmaServer> servers = ConcurrentHashMap.newKeySet();
     private final ReassemblyBudget reassemblyBudget;
+    /** Accepted connections whose handshake has not finished: capped in total and per source. */
+    private final HandshakeBacklog backlog;
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
     /** What all completion loops of this transport may spin together. */
@@ -96,6 +98,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         this.config = config;
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
         this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
+        this.backlog = new HandshakeBacklog(config.maxPendingConnections(), config.maxPendingConnectionsPerSource());
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
             Thread thread = new Thread(r, name + "-timer");
             thread.setDaemon(true);
@@ -315,66 +318,85 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                     + " only, this one arrived on " + request.device().name()));
             return;
         }
-        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
-        ChannelHandler handler;
-        try {
-            ch.setPeer(peer);
-        } catch (FabricException e) {
+        // an unfinished handshake holds a queue pair, memory and a loop slot: capped in total and per source
+        HandshakeBacklog.Place place = backlog.tryAdmit(peerAddress.getAddress());
+        if (place == null) {
+            String why = backlog.refusal(peerAddress.getAddress());
             if (REJECTED.admit()) {
-                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
             }
-            request.reject(Handshake.encodeReject(e.getMessage()));
+            request.reject(Handshake.encodeReject(why));
             return;
         }
-        if (config.sharedReceiveQueue()) {
-            if (peer.acceptsCreditGrowth()) {
-                ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
-            } else if (OWN_QUEUE.admit()) {
-                LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
-                        + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
-            }
-        }
+        boolean handedOver = false;
         try {
-            ch.usePool(pool(request.device()));
-            handler = acceptor.onAccepted(ch);
-        } catch (RuntimeException | Error e) {
-            if (REFUSED.admit()) {
-                LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress),
-                        e.toString());
+            RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
+            ChannelHandler handler;
+            try {
+                ch.setPeer(peer);
+            } catch (FabricException e) {
+                if (REJECTED.admit()) {
+                    LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
+                }
+                request.reject(Handshake.encodeReject(e.getMessage()));
+                return;
             }
-            request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
-            return;
-        }
-        if (handler == null) {
-            if (DECLINED.admit()) {
-                LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
-            }
-            request.reject(Handshake.encodeReject("refused by the application"));
-            return;
-        }
-        ch.setHandler(handler);
-        channels.add(ch);
-        HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer);
-        try {
-            ch.bindBeforeAccept(resources(request.device()).accounted); // a refusal here still rejects with its reason
-            request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
-                    deadline);
-        } catch (FabricException | RuntimeException e) {
-            deadline.cancel();
-            ch.queuePairSetupEnded();
-            boolean retry = RecallPending.isCause(e);
-            if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
-                LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name, ch.id(),
-                        describe(peerAddress), e.getMessage());
+            if (config.sharedReceiveQueue()) {
+                if (peer.acceptsCreditGrowth()) {
+                    ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
+                } else if (OWN_QUEUE.admit()) {
+                    LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
+                            + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
+                }
             }
             try {
-                request.reject(Handshake.encodeReject(retry ? RecallPending.reason(e)
-                        : "server cannot take the connection: " + e.getMessage()));
-            } catch (RuntimeException ignored) {
-                // the request may already be consumed by the failed accept
+                ch.usePool(pool(request.device()));
+                handler = acceptor.onAccepted(ch);
+            } catch (RuntimeException | Error e) {
+                if (REFUSED.admit()) {
+                    LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress),
+                            e.toString());
+                }
+                request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
+                return;
             }
-            ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
-                    + " failed: " + e.getMessage(), e), true);
+            if (handler == null) {
+                if (DECLINED.admit()) {
+                    LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
+                }
+                request.reject(Handshake.encodeReject("refused by the application"));
+                return;
+            }
+            ch.setHandler(handler);
+            channels.add(ch);
+            HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
+                    place);
+            handedOver = true; // the handshake's end gives the place back
+            try {
+                ch.bindBeforeAccept(resources(request.device()).accounted); // a refusal here still rejects with its reason
+                request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
+                        deadline);
+            } catch (FabricException | RuntimeException e) {
+                deadline.cancel();
+                ch.queuePairSetupEnded();
+                boolean retry = RecallPending.isCause(e);
+                if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
+                    LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name, ch.id(),
+                            describe(peerAddress), e.getMessage());
+                }
+                try {
+                    request.reject(Handshake.encodeReject(retry ? RecallPending.reason(e)
+                            : "server cannot take the connection: " + e.getMessage()));
+                } catch (RuntimeException ignored) {
+                    // the request may already be consumed by the failed accept
+                }
+                ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
+                        + " failed: " + e.getMessage(), e), true);
+            }
+        } finally {
+            if (!handedOver) {
+                place.run();
+            }
         }
     }
 

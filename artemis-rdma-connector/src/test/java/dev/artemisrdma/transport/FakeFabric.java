@@ -150,6 +150,7 @@ public final class FakeFabric implements Fabric {
     final List<Deregistration> deregistrations = new CopyOnWriteArrayList<>();
     volatile boolean receivesPolledBeforeDestroy;
     volatile boolean stallHandshakes;
+    private volatile InetAddress connectFrom = clientAddress();
     /** The longest a listener's handler held the connection-manager thread with one request (rdma_cm's thread). */
     public final java.util.concurrent.atomic.AtomicLong longestRequestNanos =
             new java.util.concurrent.atomic.AtomicLong();
@@ -328,6 +329,11 @@ public final class FakeFabric implements Fabric {
      */
     public void stallHandshakes(boolean on) {
         stallHandshakes = on;
+    }
+
+    /** The source address of the connections made from now on (10.77.0.2 unless a test says otherwise). */
+    public void connectFrom(InetAddress source) {
+        connectFrom = source;
     }
 
     /**
@@ -601,7 +607,7 @@ public final class FakeFabric implements Fabric {
         if (l == null) {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");
         }
-        InetSocketAddress local = new InetSocketAddress(clientAddress(), nextPort.incrementAndGet());
+        InetSocketAddress local = new InetSocketAddress(connectFrom, nextPort.incrementAndGet());
         QueuePairSpec spec = setup.queuePairSpec(device);
         FakeQp qp = createQp(spec, events, local, remote);
         qp.incomingRnrRetry = options.rnrRetryCount();

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.InetAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -145,6 +146,56 @@ class TransportLimitsTest {
             stalled.join(5000);
             Peers.await("queue pairs destroyed", 5000, () -> fabric.liveQueuePairs() == 0);
 
+            fabric.stallHandshakes(false);
+            clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    @Test
+    void unfinishedHandshakesAreCappedPerSourceAndInTotalAndOtherSourcesStillGetIn() throws Exception {
+        // issue 23 item 4: before the caps, one host opening connections it never finished held a queue pair, its
+        // memory and a loop slot for each, as many as it liked, for handshakeTimeout each
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(3)
+                .maxPendingConnectionsPerSource(2).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(5)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            for (int i = 0; i < 2; i++) { // the flooding host's two places
+                Thread t = new Thread(() -> assertThrows(FabricException.class,
+                        () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
+                t.start();
+                stalled.add(t);
+                int held = i + 1;
+                Peers.await("request " + held + " accepted", 5000, () -> serverTransport.channelCount() == held);
+            }
+            FabricException perSource = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(perSource.getMessage().contains("maxPendingConnectionsPerSource"), perSource.getMessage());
+            assertEquals(2, serverTransport.channelCount(), "the refused request cost nothing");
+
+            fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 3})); // another host still gets in
+            Thread other = new Thread(() -> assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
+            other.start();
+            stalled.add(other);
+            Peers.await("the other host's request accepted", 5000, () -> serverTransport.channelCount() == 3);
+            fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 4}));
+            FabricException total = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(total.getMessage().contains("maxPendingConnections"), total.getMessage());
+
+            // the unfinished ones end at their deadline and give their places back
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
             fabric.stallHandshakes(false);
             clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
         } finally {

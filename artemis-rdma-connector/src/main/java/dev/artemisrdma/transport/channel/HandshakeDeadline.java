@@ -27,12 +27,20 @@ public final class HandshakeDeadline implements QueuePairEvents {
     private final AtomicBoolean pending = new AtomicBoolean(true);
     private final Duration timeout;
     private final ScheduledFuture<?> expiry;
+    /** Run once when the handshake ends, however it ends (the backlog's place is given back). */
+    private final Runnable onEnd;
 
     public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
                              ScheduledExecutorService timer) {
+        this(channel, events, timeout, timer, () -> { });
+    }
+
+    public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
+                             ScheduledExecutorService timer, Runnable onEnd) {
         this.channel = channel;
         this.events = events;
         this.timeout = timeout;
+        this.onEnd = onEnd;
         this.expiry = timer.schedule(this::expire, timeout.toNanos(), TimeUnit.NANOSECONDS);
     }
 
@@ -52,6 +60,7 @@ public final class HandshakeDeadline implements QueuePairEvents {
     public void cancel() {
         if (pending.compareAndSet(true, false)) {
             expiry.cancel(false);
+            onEnd.run();
         }
     }
 
@@ -63,6 +72,8 @@ public final class HandshakeDeadline implements QueuePairEvents {
             channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
         } catch (RuntimeException | Error e) {
             LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
+        } finally {
+            onEnd.run();
         }
     }
 }

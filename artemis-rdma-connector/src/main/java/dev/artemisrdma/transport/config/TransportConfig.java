@@ -73,6 +73,10 @@ import dev.artemisrdma.transport.fabric.Addressing;
  *                               guaranteed minimums of connections still to come, so growth never makes the pool
  *                               refuse a newcomer. Unset: an eighth of sharedReceiveSlots, at least one minimum
  *                               ({@value #SHARED_MIN_CREDITS}), at most the pool
+ * @param maxPendingConnections  accepted connections whose handshake has not finished, at most, per transport: a
+ *                               request beyond it is refused at once, naming the key
+ * @param maxPendingConnectionsPerSource the same, per source address: one host that opens connections and never
+ *                               finishes them holds at most this many, for at most handshakeTimeout
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -84,8 +88,11 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
                               String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots,
                               long maxQueuedBytesPerConnection, Duration unwritableTimeout,
-                              int sharedReceiveReserve) {
+                              int sharedReceiveReserve, int maxPendingConnections,
+                              int maxPendingConnectionsPerSource) {
 
+    /** The most unfinished handshakes a transport may be told to hold. */
+    public static final int MAX_PENDING_CONNECTIONS = 65_536;
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
     /** Credits travel in a 16-bit header field. */
@@ -113,7 +120,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
             "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots", "maxQueuedBytesPerConnection",
-            "unwritableTimeout", "sharedReceiveReserve");
+            "unwritableTimeout", "sharedReceiveReserve", "maxPendingConnections", "maxPendingConnectionsPerSource");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -189,6 +196,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             timeout("unwritableTimeout", unwritableTimeout);
         }
         range("sharedReceiveReserve", sharedReceiveReserve, 0, sharedReceiveSlots);
+        range("maxPendingConnections", maxPendingConnections, 1, MAX_PENDING_CONNECTIONS);
+        range("maxPendingConnectionsPerSource", maxPendingConnectionsPerSource, 1, maxPendingConnections);
     }
 
     // Derived values: computed here and nowhere else, so every part of the transport sizes things alike.
@@ -369,6 +378,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.unwritableTimeout = unwritableTimeout;
         b.sharedReceiveReserve = sharedReceiveReserve == defaultSharedReceiveReserve(sharedReceiveSlots) ? null
                 : sharedReceiveReserve;
+        b.maxPendingConnections = maxPendingConnections;
+        b.maxPendingConnectionsPerSource = maxPendingConnectionsPerSource;
         return b;
     }
 
@@ -421,6 +432,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "maxQueuedBytesPerConnection": b.maxQueuedBytesPerConnection = toLong(key, v, true); break;
                 case "unwritableTimeout": b.unwritableTimeout = toDuration(key, v); break;
                 case "sharedReceiveReserve": b.sharedReceiveReserve = toInt(key, v, false); break;
+                case "maxPendingConnections": b.maxPendingConnections = toInt(key, v, false); break;
+                case "maxPendingConnectionsPerSource": b.maxPendingConnectionsPerSource = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -602,6 +615,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Long maxQueuedBytesPerConnection;
         private Duration unwritableTimeout = Duration.ofSeconds(30);
         private Integer sharedReceiveReserve;
+        private int maxPendingConnections = 512;
+        private int maxPendingConnectionsPerSource = 64;
 
         private Builder() {
         }
@@ -635,6 +650,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder maxQueuedBytesPerConnection(long v) { maxQueuedBytesPerConnection = v; return this; }
         public Builder unwritableTimeout(Duration v) { unwritableTimeout = v; return this; }
         public Builder sharedReceiveReserve(int v) { sharedReceiveReserve = v; return this; }
+        public Builder maxPendingConnections(int v) { maxPendingConnections = v; return this; }
+        public Builder maxPendingConnectionsPerSource(int v) { maxPendingConnectionsPerSource = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
@@ -650,7 +667,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     maxQueuedBytesPerConnection != null ? maxQueuedBytesPerConnection
                             : defaultMaxQueuedBytesPerConnection(writeHighWaterMark, maxFrameSize),
                     unwritableTimeout,
-                    sharedReceiveReserve != null ? sharedReceiveReserve : defaultSharedReceiveReserve(pool));
+                    sharedReceiveReserve != null ? sharedReceiveReserve : defaultSharedReceiveReserve(pool),
+                    maxPendingConnections, maxPendingConnectionsPerSource);
         }
     }
 }
