@@ -266,7 +266,12 @@ class SharedReceiveQueueTest {
             SharedReceivePool pool = poolOf(server);
             assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "A's window grew to its maximum: " + pool);
             RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
-            assertEquals(serverConfig.receiveSlots() + 1 + TransportConfig.SHARED_MIN_CREDITS, pool.committed());
+            // B takes the minimum beside A's grown window, unless the recall that A's last grant started (it left
+            // less than a growth step spare) already shrank A
+            int committed = pool.committed();
+            assertTrue(committed == serverConfig.receiveSlots() + 1 + TransportConfig.SHARED_MIN_CREDITS
+                    || pool.recalls() >= 1 && committed <= serverConfig.receiveSlots() + 1
+                    + TransportConfig.SHARED_MIN_CREDITS, "B admitted beside A: " + pool);
 
             // B's grant left less than a growth step above the reserve, so the loop's next tick recalls A's idle
             // window; if C comes before that tick, its admission finds the pool full, which asks the loop to recall
