@@ -40,15 +40,7 @@ public final class ReassemblyBudget {
 
     /** Takes {@code bytes}; false (and nothing taken) when that would exceed the limit (plus the overdraft). */
     boolean tryReserve(long bytes) {
-        while (true) {
-            long now = used.get();
-            if (now + bytes > limit + condemned.get()) {
-                return false;
-            }
-            if (used.compareAndSet(now, now + bytes)) {
-                return true;
-            }
-        }
+        return addWithin(used, bytes, limit + condemned.get());
     }
 
     void release(long bytes) {
@@ -75,15 +67,17 @@ public final class ReassemblyBudget {
 
     /** Whether a buffer of {@code bytes} may be kept for the next frame; if so it is counted as kept. */
     boolean keep(long bytes) {
-        if (used.get() > limit / 2) {
-            return false;
-        }
+        return used.get() <= limit / 2 && addWithin(kept, bytes, limit / 8);
+    }
+
+    /** Adds {@code bytes} to {@code counter} unless that would take it above {@code cap}. */
+    private static boolean addWithin(AtomicLong counter, long bytes, long cap) {
         while (true) {
-            long now = kept.get();
-            if (now + bytes > limit / 8) {
+            long now = counter.get();
+            if (now + bytes > cap) {
                 return false;
             }
-            if (kept.compareAndSet(now, now + bytes)) {
+            if (counter.compareAndSet(now, now + bytes)) {
                 return true;
             }
         }

@@ -24,8 +24,7 @@ class RecallRefusalTest {
         // takes the minimum (21 of 24 promised), so C (4 more) finds no room while a recall is under way. The
         // listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room. (The hog, above
         // its fair share, is failed half a second into the refusals now; C is refused until then.)
-        TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
-                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1).build();
+        TransportConfig serverConfig = onePoolOf24().build();
         FakeFabric fabric = new FakeFabric();
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
@@ -61,9 +60,7 @@ class RecallRefusalTest {
         // newcomer retry in vain for a second; after two fruitless recalls the listener says that its loops are full
         // and what to raise. A window above its fair share is failed instead (SharedPoolFairShareTest), so here two
         // windows hold exactly their share of a pool that keeps no reserve (12 + 12 of 24): full, and fairly so
-        TransportConfig serverConfig = TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16)
-                .slotSize(512).sendQueueDepth(32).sharedReceiveSlots(24).sharedReceiveReserve(0)
-                .maxCompletionLoops(1).build();
+        TransportConfig serverConfig = onePoolOf24().sharedReceiveReserve(0).build();
         FakeFabric fabric = new FakeFabric();
         try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
              RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
@@ -108,5 +105,11 @@ class RecallRefusalTest {
         } catch (FabricException e) {
             assertTrue(e.getMessage().contains("loops are full"), e.getMessage());
         }
+    }
+
+    /** One completion loop whose shared pool holds 24 receives; windows grow up to receiveSlots + 1 = 17. */
+    private static TransportConfig.Builder onePoolOf24() {
+        return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).receiveSlots(16).slotSize(512)
+                .sendQueueDepth(32).sharedReceiveSlots(24).maxCompletionLoops(1);
     }
 }
