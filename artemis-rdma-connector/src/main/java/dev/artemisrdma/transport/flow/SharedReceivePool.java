@@ -102,8 +102,13 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         private boolean capped;
         /** When a recall found it above its fair share, uncapped (0: within it since). */
         private long askedAt;
-        /** When a recall found it above its fair share, capped (0: within it since). */
+        /**
+         * Since when it has stayed above its fair share, capped, without spending down toward it (0: within it, or
+         * spending: a slow sender spends a few credits per interval and is never judged a hog).
+         */
         private long overCapSince;
+        /** Its credits at the last judgement, to tell a window that spends from one that holds. */
+        private int creditsAtJudge;
         /** Why the pool fails its connection, or null; the loop reads it in the channel's recall. */
         private volatile String evicted;
 
@@ -374,9 +379,10 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
 
     /**
      * A recall runs now: each window above its fair share is asked (this recall), capped at the share once it let
-     * an interval pass above it, and failed once it stayed above its share, capped, for another interval (a peer
-     * that spends shrinks to its share within a round trip; one that neither spends nor gives back cannot be shrunk):
-     * the largest such one per recall. While any is above its share, another recall follows an interval later.
+     * an interval pass above it, and failed once it stayed above its share, capped, for another whole interval
+     * without spending a credit (a peer that spends shrinks toward its share, since what it spends is granted back
+     * only up to it, and the clock restarts whenever it did; one that neither spends nor gives back cannot be
+     * shrunk): the largest such one per recall. While any is above its share, another recall follows an interval later.
      * Guarded by this.
      */
     private void judge(long now) {
@@ -395,17 +401,21 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             }
             above++;
             if (a.capped) {
-                if (a.overCapSince == 0) {
-                    a.overCapSince = now; // the share fell (more connections), or it has not spent since capped
+                if (a.overCapSince == 0 || a.credits < a.creditsAtJudge) {
+                    // newly above its cap (the share fell: more connections), or spending down toward it: what it
+                    // consumes is granted back only up to its share, so a sender that spends, however slowly, shrinks
+                    a.overCapSince = now;
                 } else if (now - a.overCapSince >= RECALL_INTERVAL_NANOS
                         && (worst == null || a.credits > worst.credits)) {
-                    worst = a;
+                    worst = a; // a whole interval above its cap without spending a credit: it holds, it does not use
                 }
+                a.creditsAtJudge = a.credits;
             } else if (a.askedAt == 0) {
                 a.askedAt = now;
             } else if (now - a.askedAt >= RECALL_INTERVAL_NANOS) {
                 a.capped = true;
                 a.overCapSince = now;
+                a.creditsAtJudge = a.credits;
             }
         }
         if (worst != null) {
