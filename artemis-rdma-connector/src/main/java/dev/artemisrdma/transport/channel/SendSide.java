@@ -319,15 +319,17 @@ final class SendSide {
     }
 
     /**
-     * Answers a recall: with nothing queued, gives back in one credit frame the credits beyond what the recall lets
-     * us keep (that frame spends one of them). A sender with frames queued is using its window and keeps it; it
-     * grows again the usual way after giving it back.
+     * Answers a recall: with no flushed frame waiting, gives back in one credit frame the credits beyond what the
+     * recall lets us keep (that frame spends one of them). A sender whose flushed frames wait is using its window and
+     * keeps it; frames written and not yet flushed do not count (their writer may take its time: a window held for
+     * them would stay idle meanwhile, and the pool would judge it a hog). It grows again the usual way after giving
+     * it back.
      */
     private void releaseRecalled() {
         int keep = releaseKeep;
         releaseKeep = -1;
         int surplus = credits.sendCredits() - 1 - keep;
-        if (surplus < 1 || !outbox.isEmpty() || ring.free() == 0) {
+        if (surplus < 1 || outbox.flushable() > 0 || ring.free() == 0) {
             return;
         }
         addCreditFrame(FrameHeader.RELEASE, surplus);

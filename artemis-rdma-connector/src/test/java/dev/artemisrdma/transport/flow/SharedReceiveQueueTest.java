@@ -277,6 +277,11 @@ class SharedReceiveQueueTest {
             // window; if C comes before that tick, its admission finds the pool full, which asks the loop to recall
             // at once, the listener refuses C with 'retry soon' (its event thread never waits for the recall), and
             // connect asks again. Either way C's one call to connect is admitted, thanks to a recall
+            // A has written three more frames and not flushed them yet: a window held for unflushed frames is idle,
+            // so A still answers the recall (it used to keep its window, and the pool then failed it as a hog)
+            for (int f = 2000; f < 2003; f++) {
+                a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
+            }
             long recallsBeforeC = pool.recalls();
             RdmaChannel c = client.connect(s.localAddress(), new Peers.Recorder());
             assertTrue(pool.admissionsRefused >= 1 || recallsBeforeC >= 1,
@@ -289,8 +294,11 @@ class SharedReceiveQueueTest {
             assertEquals(pool.creditsReleased(), server.sharedReceiveCreditsRecalled());
             assertEquals(3 * TransportConfig.SHARED_MIN_CREDITS, pool.committed(), "A back at the minimum: " + pool);
 
+            assertTrue(a.isOpen(), "A answered the recall and was not failed");
+            a.flush();
+            Peers.await("A's unflushed frames, flushed", 10_000, () -> ra.count() == 2003);
             // A streams again: its window grows back as far as the pool allows, and nothing meets an empty queue
-            for (int f = 2000; f < 4000; f++) {
+            for (int f = 2003; f < 4000; f++) {
                 a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
             }
             a.flush();
