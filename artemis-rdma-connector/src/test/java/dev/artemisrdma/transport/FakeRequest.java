@@ -95,6 +95,11 @@ final class FakeRequest implements ConnectionRequest {
             stalled = true;
             return pqp; // the peer never answers: no established event, the connecting side times out
         }
+        Runnable established = () -> {
+            pqp.awaitingEstablished = false;
+            events.established(pqp);
+        };
+        boolean held = false;
         fabric.lock.lock();
         try {
             if (outcome != 0 || active.state != QpState.INIT) {
@@ -107,20 +112,19 @@ final class FakeRequest implements ConnectionRequest {
             pqp.state = QpState.RTS;
             active.everEstablished = true;
             pqp.everEstablished = true;
+            if (fabric.holdPassiveEstablished) {
+                // held before the connecting side hears the outcome: a test that goes on from its connect finds it
+                synchronized (fabric.heldEstablished) {
+                    fabric.heldEstablished.add(established);
+                }
+                held = true;
+            }
             outcome = 1;
             decided.signalAll();
         } finally {
             fabric.lock.unlock();
         }
-        Runnable established = () -> {
-            pqp.awaitingEstablished = false;
-            events.established(pqp);
-        };
-        if (fabric.holdPassiveEstablished) {
-            synchronized (fabric.heldEstablished) {
-                fabric.heldEstablished.add(established);
-            }
-        } else {
+        if (!held) {
             fabric.cm.execute(established);
         }
         return pqp;
