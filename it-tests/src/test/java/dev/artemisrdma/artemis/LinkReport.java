@@ -7,6 +7,7 @@ import java.util.stream.Collectors;
 import dev.artemisrdma.transport.stats.TransportStats;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.core.client.TopologyMember;
+import org.apache.activemq.artemis.core.postoffice.impl.LocalQueueBinding;
 import org.apache.activemq.artemis.core.replication.ReplicationManager;
 import org.apache.activemq.artemis.core.server.ActiveMQServer;
 import org.apache.activemq.artemis.core.server.ServerSession;
@@ -84,6 +85,22 @@ public final class LinkReport {
                 }
             }
         }
+        // the application's queues (internal store-and-forward queues aside): messages held, and of them those out
+        // for delivery to a consumer (a closed consumer's are back only once its cancel has been completed)
+        long messages = 0;
+        long delivering = 0;
+        if (server.getPostOffice() != null) {
+            for (LocalQueueBinding b : server.getPostOffice().getAllBindings()
+                    .filter(b -> b instanceof LocalQueueBinding).map(b -> (LocalQueueBinding) b).toList()) {
+                if (!b.getQueue().isInternalQueue() && !b.getAddress().toString().startsWith("$.artemis")
+                        && !b.getAddress().toString().startsWith("activemq.")) {
+                    messages += b.getQueue().getMessageCount();
+                    delivering += b.getQueue().getDeliveringCount();
+                }
+            }
+        }
+        report.put("queuedMessages", messages);
+        report.put("deliveringMessages", delivering);
         report.put("remoteConsumers", server.getPostOffice() == null ? 0 : server.getPostOffice().getAllBindings()
                 .filter(b -> b instanceof RemoteQueueBinding).mapToInt(b -> ((RemoteQueueBinding) b).consumerCount())
                 .sum());
