@@ -198,14 +198,13 @@ public final class Reassembler {
 
     /** The connection is gone: whatever is held goes back to the budget. */
     public void release() {
-        boolean wasHolding = expected >= 0;
         if (frame != null) {
             drop();
         }
         expected = -1;
-        if (wasHolding) {
-            budget.notHolding(this); // after the memory went back, so the overdraft never outlives it
-        }
+        // always, after the memory went back (so the overdraft never outlives it): a first fragment whose room was
+        // refused left this connection among the holders without a frame in progress
+        budget.notHolding(this);
     }
 
     /** Why the transport's budget condemned this connection (it squats on reassembly memory), or null. */

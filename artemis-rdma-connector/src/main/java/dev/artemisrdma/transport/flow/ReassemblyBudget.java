@@ -121,6 +121,11 @@ public final class ReassemblyBudget {
         return used.get();
     }
 
+    /** Connections counted as reassembling (for tests). */
+    synchronized int holders() {
+        return holders.size();
+    }
+
     /** Bytes of buffers kept between frames. */
     public long kept() {
         return kept.get();

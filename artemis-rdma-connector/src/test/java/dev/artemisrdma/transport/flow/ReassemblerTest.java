@@ -148,4 +148,16 @@ class ReassemblerTest {
         asker.delivered();
         assertEquals(0, budget.used());
     }
+
+    @Test
+    void aFirstFragmentRefusedRoomLeavesNoHolderBehind() throws Exception {
+        // the connection fails and is released: it must no longer count among those reassembling, where it would
+        // shrink every later fair share
+        ReassemblyBudget budget = new ReassemblyBudget(500);
+        Reassembler r = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        assertThrows(FabricException.class, () -> r.accept(ByteBuffer.allocate(F), FrameHeader.FIRST, 900));
+        r.release();
+        assertEquals(0, budget.holders());
+        assertEquals(0, budget.used());
+    }
 }
