@@ -373,16 +373,17 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                     place);
             handedOver = true; // the handshake's end gives the place back
             try {
-                ch.bindBeforeAccept(resources(request.device()).accounted); // a refusal here still rejects with its reason
-                request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()), config.rnrRetryCount(),
-                        deadline);
+                // a refusal here still rejects with its reason
+                ch.bindBeforeAccept(resources(request.device()).accounted);
+                request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()),
+                        config.rnrRetryCount(), deadline);
             } catch (FabricException | RuntimeException e) {
                 deadline.cancel();
                 ch.queuePairSetupEnded();
                 boolean retry = RecallPending.isCause(e);
                 if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
-                    LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name, ch.id(),
-                            describe(peerAddress), e.getMessage());
+                    LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name,
+                            ch.id(), describe(peerAddress), e.getMessage());
                 }
                 try {
                     request.reject(Handshake.encodeReject(retry ? RecallPending.reason(e)

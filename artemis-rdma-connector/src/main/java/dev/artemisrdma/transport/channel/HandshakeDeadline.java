@@ -31,11 +31,6 @@ public final class HandshakeDeadline implements QueuePairEvents {
     private final Runnable onEnd;
 
     public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
-                             ScheduledExecutorService timer) {
-        this(channel, events, timeout, timer, () -> { });
-    }
-
-    public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
                              ScheduledExecutorService timer, Runnable onEnd) {
         this.channel = channel;
         this.events = events;

@@ -100,10 +100,7 @@ public final class Reassembler {
         if (expected < 0) {
             throw new FabricException("protocol error: continuation fragment without a first one");
         }
-        String why = condemnedWhy;
-        if (why != null) {
-            throw new LimitExceededException(why);
-        }
+        failIfCondemned();
         if (lengthOrOffset != frame.position()) {
             throw new FabricException("protocol error: fragment at offset " + lengthOrOffset + ", expected "
                     + frame.position());
@@ -134,10 +131,7 @@ public final class Reassembler {
      * its fair-share rule may condemn another connection to make room (see {@link ReassemblyBudget}).
      */
     private void ensureRoom(int needed, int frameLength) throws FabricException {
-        String why = condemnedWhy;
-        if (why != null) {
-            throw new LimitExceededException(why);
-        }
+        failIfCondemned();
         int have = frame == null ? 0 : frame.capacity();
         if (have >= needed) {
             return;
@@ -205,6 +199,14 @@ public final class Reassembler {
         // always, after the memory went back (so the overdraft never outlives it): a first fragment whose room was
         // refused left this connection among the holders without a frame in progress
         budget.notHolding(this);
+    }
+
+    /** A condemned connection takes no further fragment: it fails with the budget's reason. */
+    private void failIfCondemned() throws LimitExceededException {
+        String why = condemnedWhy;
+        if (why != null) {
+            throw new LimitExceededException(why);
+        }
     }
 
     /** Why the transport's budget condemned this connection (it squats on reassembly memory), or null. */

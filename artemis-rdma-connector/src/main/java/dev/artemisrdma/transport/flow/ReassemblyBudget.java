@@ -1,7 +1,7 @@
 package dev.artemisrdma.transport.flow;
 
+import java.util.HashSet;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -30,8 +30,8 @@ public final class ReassemblyBudget {
     private final AtomicLong kept = new AtomicLong();
     /** Bytes that condemned connections still hold: the overdraft their coming release covers. */
     private final AtomicLong condemned = new AtomicLong();
-    /** Connections with a frame in progress (their buffers reserved here). */
-    private final Set<Reassembler> holders = ConcurrentHashMap.newKeySet();
+    /** Connections with a frame in progress (their buffers reserved here); guarded by this. */
+    private final Set<Reassembler> holders = new HashSet<>();
     private final AtomicLong victims = new AtomicLong();
 
     public ReassemblyBudget(long limit) {
@@ -94,11 +94,10 @@ public final class ReassemblyBudget {
      * one was condemned.
      */
     synchronized boolean condemnSquatter(Reassembler asker) {
-        Set<Reassembler> contenders = holders;
-        int count = contenders.size() + (contenders.contains(asker) ? 0 : 1);
-        long fairShare = limit / Math.max(1, count);
+        int count = holders.size() + (holders.contains(asker) ? 0 : 1);
+        long fairShare = limit / count;
         Reassembler victim = null;
-        for (Reassembler r : contenders) {
+        for (Reassembler r : holders) {
             if (r == asker || r.condemned()) {
                 continue;
             }

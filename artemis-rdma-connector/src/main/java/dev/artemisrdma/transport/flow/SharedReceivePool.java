@@ -49,9 +49,9 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * minimums of connections still to come, so windows that grew never make the pool refuse a newcomer.</li>
  * <li>A window that holds more than its fair share ({@link #fairShare}: the pool less the reserve, split evenly) when
  * a recall comes, and still does a {@link #RECALL_INTERVAL_NANOS} later, is capped at its share: what it spends is
- * granted back only up to it, however often it says it wants more. One still above its cap another interval later
- * (a peer that neither answers nor spends) is failed, the largest first, one per recall: the connection that holds
- * the most goes, never the one that asks next.</li>
+ * granted back only up to it, however often it says it wants more. One that then stays above its cap for a whole
+ * interval without spending a credit (a peer that neither answers nor spends) is failed, the largest first, one per
+ * recall: the connection that holds the most goes, never the one that asks next.</li>
  * </ul>
  *
  * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
@@ -382,8 +382,8 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
      * an interval pass above it, and failed once it stayed above its share, capped, for another whole interval
      * without spending a credit (a peer that spends shrinks toward its share, since what it spends is granted back
      * only up to it, and the clock restarts whenever it did; one that neither spends nor gives back cannot be
-     * shrunk): the largest such one per recall. While any is above its share, another recall follows an interval later.
-     * Guarded by this.
+     * shrunk): the largest such one per recall. While any is above its share, another recall follows an interval
+     * later. Guarded by this.
      */
     private void judge(long now) {
         int fair = fairShare();

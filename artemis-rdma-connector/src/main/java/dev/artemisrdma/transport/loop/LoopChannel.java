@@ -11,8 +11,9 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * end of each batch, the writers' flushes left to it, its ticks, shared-pool admission and recalls, and its own death.
  * The channel implements it; the loop knows the channel only through this, so the loop depends on nothing above it.
  *
- * <p>Every method runs on the loop's thread, except {@link #sharesReceives}, {@link #sharedWindowGrows} and {@link #useSharedPool}, which run in
- * the loop's register, on the thread binding the channel (under the channel's lock).
+ * <p>Every method runs on the loop's thread, except {@link #sharesReceives}, {@link #sharedWindowGrows} and
+ * {@link #useSharedPool}, which run in the loop's register, on the thread binding the channel (under the channel's
+ * lock).
  */
 public interface LoopChannel {
 
