@@ -25,11 +25,7 @@ class RecallRefusalTest {
         // listener used to sleep on rdma_cm's thread for up to 200 ms each time, waiting for room. (The hog, above
         // its fair share, is failed half a second into the refusals now; C is refused until then.)
         TransportConfig serverConfig = onePoolOf24().build();
-        FakeFabric fabric = new FakeFabric();
-        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
-             RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
-                     .build())) {
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+        onListener(serverConfig, (fabric, server, client, s) -> {
             byte[] grows = SharedPoolFairShareTest.grows(true);
             try (RawPeer hog = RawPeer.connect(fabric, s.localAddress(), grows)) {
                 SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
@@ -48,10 +44,7 @@ class RecallRefusalTest {
                         + "connect took " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began) + " ms");
                 b.close();
             }
-            fabric.assertNoViolations();
-        } finally {
-            fabric.close();
-        }
+        });
     }
 
     @Test
@@ -60,12 +53,7 @@ class RecallRefusalTest {
         // newcomer retry in vain for a second; after two fruitless recalls the listener says that its loops are full
         // and what to raise. A window above its fair share is failed instead (SharedPoolFairShareTest), so here two
         // windows hold exactly their share of a pool that keeps no reserve (12 + 12 of 24): full, and fairly so
-        TransportConfig serverConfig = onePoolOf24().sharedReceiveReserve(0).build();
-        FakeFabric fabric = new FakeFabric();
-        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
-             RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
-                     .build())) {
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+        onListener(onePoolOf24().sharedReceiveReserve(0).build(), (fabric, server, client, s) -> {
             byte[] grows = SharedPoolFairShareTest.grows(true);
             try (RawPeer first = RawPeer.connect(fabric, s.localAddress(), grows);
                  RawPeer second = RawPeer.connect(fabric, s.localAddress(), grows)) {
@@ -92,6 +80,21 @@ class RecallRefusalTest {
                 assertTrue(tookMillis < 3_000, "the definitive refusal took " + tookMillis + " ms");
                 assertFalse(first.isLost() || second.isLost(), "windows within their share are not failed");
             }
+        });
+    }
+
+    /** What a test does with the listening server transport and a client transport on one fake fabric. */
+    private interface Scene {
+        void play(FakeFabric fabric, RdmaTransport server, RdmaTransport client, RdmaServer s) throws Exception;
+    }
+
+    /** Plays {@code scene} against a listener made with {@code serverConfig}; the fabric must see no violation. */
+    private static void onListener(TransportConfig serverConfig, Scene scene) throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, TransportConfig.builder().busyPollMicros(0)
+                     .build())) {
+            scene.play(fabric, server, client, server.listen(Peers.serverAddress(), ch -> new Peers.Recorder()));
             fabric.assertNoViolations();
         } finally {
             fabric.close();
