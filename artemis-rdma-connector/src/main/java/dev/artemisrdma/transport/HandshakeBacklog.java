@@ -46,14 +46,6 @@ final class HandshakeBacklog {
         return "too many unfinished connections (" + max + ", maxPendingConnections): retry later";
     }
 
-    synchronized int pending() {
-        return total;
-    }
-
-    synchronized int pending(InetAddress source) {
-        return bySource.getOrDefault(source, 0);
-    }
-
     private synchronized void free(InetAddress source) {
         total--;
         bySource.computeIfPresent(source, (k, n) -> n == 1 ? null : n - 1);

@@ -14,7 +14,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 final class CompatMeters {
 
     /** Report keys and the meter names (without the acceptor's or the client's prefix) they sum. */
-    static final Map<String, String> KEYS = Map.of(
+    private static final Map<String, String> KEYS = Map.of(
             "connections", "connections",
             "olderPeers", "connections.older.peers",
             "framesSent", "sent.frames",
