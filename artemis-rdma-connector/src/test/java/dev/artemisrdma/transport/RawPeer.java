@@ -376,6 +376,11 @@ public final class RawPeer implements ConnectionSetup, QueuePairEvents, AutoClos
         return received;
     }
 
+    /** The credits the server sent us and we have not spent (as of the last poll). */
+    public int credits() {
+        return credits;
+    }
+
     public boolean isLost() {
         return lost;
     }

@@ -303,7 +303,7 @@ class SharedReceiveQueueLabTest {
                 t.join();
             }
             if (failed.get() != null) {
-                throw new AssertionError("a writer failed", failed.get());
+                throw new AssertionError("a writer failed: " + failed.get(), failed.get());
             }
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
             while (System.nanoTime() < deadline && !allDone(checkers)) {

@@ -954,8 +954,9 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 life.fail(new FabricException("channel " + id + " (peer " + describe(remote) + "): " + evicted));
                 return;
             }
-            if (send.queueRecall(keep)) {
-                life.flush(false);
+            boolean withdrew = shared.withdrawOwed(keep) > 0; // what the peer was never sent needs no asking
+            if (shared.holdsMoreThan(keep) && send.queueRecall(keep) || withdrew) {
+                life.flush(false); // the recall, or a credit frame the smaller threshold may have made due
             }
         } finally {
             lock.unlock();

@@ -92,6 +92,27 @@ final class SharedReceiveMembership {
     }
 
     /**
+     * Before a recall down to {@code keep}: takes back the credits granted beyond {@code keep} that we still owe the
+     * peer (not yet sent to it). A peer that went quiet just after the pool regranted what it spent holds only what
+     * it was sent: asked to give back what it holds beyond {@code keep}, it could give back none of these, and the
+     * pool would judge it a hog for credits that never left this side (the lab's burst test met exactly that with
+     * honest clients: a credit frame goes only once the owed credits reach the threshold). Returns how many.
+     */
+    int withdrawOwed(int keep) {
+        if (allocation == null) {
+            return 0;
+        }
+        int n = Math.min(credits.owed(), allocation.credits() - Math.max(keep, pool.minimum()));
+        if (n <= 0) {
+            return 0;
+        }
+        pool.withdraw(allocation, n);
+        credits.withdrawOwed(n);
+        credits.threshold(config.sharedCreditThreshold(allocation.credits()));
+        return n;
+    }
+
+    /**
      * What the pool gives back for the receives the peer consumed in one batch (their slots are reposted already),
      * the credits it was asked for and those it gave back. A channel tearing down forfeits what it consumed. Returns
      * a protocol error when the peer sent more than its credits (it would take receives promised to others), else

@@ -126,6 +126,14 @@ public final class CreditWindow {
         owed += receives;
     }
 
+    /** {@code credits} of what we owe the peer are taken back unsent (our shared pool withdrew them). */
+    public void withdrawOwed(int credits) {
+        if (credits < 0 || credits > owed) {
+            throw new IllegalArgumentException("withdrawing " + credits + " of " + owed + " owed credits");
+        }
+        owed -= credits;
+    }
+
     /** With false, credit is kept back (back-pressure on the peer); nothing is returned until true again. */
     public void setReturning(boolean returning) {
         this.returning = returning;

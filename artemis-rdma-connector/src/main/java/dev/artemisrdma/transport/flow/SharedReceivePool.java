@@ -50,8 +50,9 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * <li>A window that holds more than its fair share ({@link #fairShare}: the pool less the reserve, split evenly) when
  * a recall comes, and still does a {@link #RECALL_INTERVAL_NANOS} later, is capped at its share: what it spends is
  * granted back only up to it, however often it says it wants more. One that then stays above its cap for a whole
- * interval without spending a credit (a peer that neither answers nor spends) is failed, the largest first, one per
- * recall: the connection that holds the most goes, never the one that asks next.</li>
+ * interval without spending a credit (a peer that neither answers nor spends) while a newcomer is refused admission
+ * is failed, the largest first, one per recall: the connection that holds the most goes, never the one that asks
+ * next. Growth alone never fails anyone: a window that wants more waits for the capped ones to spend down.</li>
  * </ul>
  *
  * <p>A grown window that went idle consumes nothing, so it would keep its credits for good: a few bursts, then
@@ -61,6 +62,8 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * waits for) asks every connection whose window grew beyond the
  * minimum to give back what it holds beyond it ({@link FrameHeader#RECALL}). A peer with nothing queued answers with
  * the credits given back ({@link FrameHeader#RELEASE}), which leave its allocation; a busy one keeps its window.
+ * Before asking, the channel takes back the credits it was granted but has not yet sent to its peer
+ * ({@link #withdraw}): the peer holds only what it was sent, and cannot give back the rest, which it never had.
  * Peers from before recalls ({@link Handshake#FEATURE_CREDIT_RECALL}) are not asked. The recall costs an idle pool
  * nothing: it runs only after such an event and only while some window is grown.
  *
@@ -149,6 +152,11 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private boolean pressure;
     /** Set under the pool's monitor; volatile so the loop can glance at it after each batch without the monitor. */
     private volatile boolean recallWanted;
+    /**
+     * An admission was refused since the last judgement: only then may a judgement fail a connection (see
+     * {@link #judge}). Guarded by this.
+     */
+    private boolean admissionStarved;
     /** A refused admission asked: the next tick recalls without waiting out the interval. */
     private boolean recallUrgent;
     private long lastRecall = System.nanoTime() - RECALL_INTERVAL_NANOS;
@@ -245,7 +253,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         return recalls;
     }
 
-    /** Credits that grown windows gave back on recalls, for monitoring. */
+    /** Credits that grown windows gave back on recalls, or that recalls took back before they were sent, for monitoring. */
     public long creditsReleased() {
         return creditsReleased;
     }
@@ -289,6 +297,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         reclaimLimbo(System.nanoTime());
         if (closed || committed + minimum > slots) {
             admissionsRefused++;
+            admissionStarved = true;
             wantRecall("an admission found no room");
             recallUrgent = recallWanted; // a refused connection retries soon (RdmaTransport.RecallPending)
             return null;
@@ -382,7 +391,11 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
      * an interval pass above it, and failed once it stayed above its share, capped, for another whole interval
      * without spending a credit (a peer that spends shrinks toward its share, since what it spends is granted back
      * only up to it, and the clock restarts whenever it did; one that neither spends nor gives back cannot be
-     * shrunk): the largest such one per recall. While any is above its share, another recall follows an interval
+     * shrunk): the largest such one per recall, and only while a connection is refused admission for want of its
+     * receives. Growth that finds no room caps windows but fails none: what we see of "spending" is what arrives,
+     * and a busy sender's SENDs can be on a congested fabric for longer than an interval (the lab's burst of 100
+     * connections met 300 ms, the senders at their last credit with 40 frames waiting); failing a connection is
+     * kept for a peer that keeps a newcomer out. While any is above its share, another recall follows an interval
      * later. Guarded by this.
      */
     private void judge(long now) {
@@ -418,12 +431,13 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
                 a.creditsAtJudge = a.credits;
             }
         }
-        if (worst != null) {
+        if (worst != null && admissionStarved) {
             worst.evicted = "it kept " + worst.credits + " receive credits of the shared pool, above its fair share of "
                     + fair + ", for " + TimeUnit.NANOSECONDS.toMillis(now - worst.overCapSince) + " ms after a "
                     + "recall it left unanswered (it neither gave them back nor spent them); failed so that the "
                     + "pool's other connections and newcomers get theirs";
         }
+        admissionStarved = false;
         overShare = above;
         if (above > 0) {
             recallWanted = true; // judged again an interval from now
@@ -494,6 +508,32 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             int before = Math.max(a.credits, minimum);
             a.credits = Math.max(0, a.credits - consumed);
             committed += Math.max(a.credits, minimum) - before;
+        }
+    }
+
+    /**
+     * Takes back {@code credits} of a connection's window that were granted but never sent to its peer (the
+     * channel owed them; their receives are posted on the shared queue already): the peer never heard of them, so
+     * no message is needed and nothing it does can be disturbed. Counted as given back, like a release: a recall
+     * that brings these back was not fruitless, and a capped window down to its share is trusted again.
+     */
+    public synchronized void withdraw(Allocation a, int credits) {
+        if (a.released || credits <= 0) {
+            return;
+        }
+        if (credits > a.credits - minimum) {
+            throw new IllegalArgumentException("withdrawing " + credits + " of " + a.credits + " credits would leave "
+                    + "less than the minimum of " + minimum);
+        }
+        int before = Math.max(a.credits, minimum);
+        a.credits -= credits;
+        committed += Math.max(a.credits, minimum) - before;
+        creditsReleased += credits;
+        if (a.capped && a.credits <= fairShare()) {
+            a.capped = false;
+        }
+        if (pressure && slots - reserve - committed >= GROWTH_STEP) {
+            pressure = false;
         }
     }
 

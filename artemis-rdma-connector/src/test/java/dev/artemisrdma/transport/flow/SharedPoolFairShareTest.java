@@ -207,6 +207,27 @@ class SharedPoolFairShareTest {
     }
 
     @Test
+    void aWindowKeptWhileOnlyGrowthFindsNoRoomIsCappedNotFailed() throws Exception {
+        // B streams and asks for more; the hog's window leaves no room to grow. What the pool sees of a peer's
+        // spending is what arrives, and a busy sender's SENDs can spend longer than an interval on a congested
+        // fabric: the lab's burst of 100 connections had honest senders failed that way. So growth alone caps the
+        // hog but fails nobody; only a refused admission does (aWindowKeptThroughRecallsIsFailedAndTheNewcomerAdmitted)
+        try (ContestedPool p = new ContestedPool()) {
+            long recallsBefore = p.pool.recalls();
+            for (int f = 0; f < 200; f++) {
+                p.b.write(ByteBuffer.wrap(Peers.payload(2, f, 300)), f % 20 == 19);
+            }
+            Peers.await("recalls for B's growth", 5000,
+                    () -> p.pool.recalls() >= recallsBefore + 3 || p.server.channelCount() < 2);
+            Thread.sleep(2 * SharedReceivePool.RECALL_INTERVAL_NANOS / 1_000_000);
+            p.hog.poll();
+            assertFalse(p.hog.isLost(), "growth alone failed the hog: " + p.pool);
+            assertEquals(0, p.pool.admissionsRefused);
+            assertEquals(2, p.server.channelCount());
+        }
+    }
+
+    @Test
     void aSenderThatAsksForMoreOnEveryFrameIsShrunkToItsFairShareNotFailed() throws Exception {
         // the hog keeps sending, every frame saying it wants more: before, that hint kept its window whole for ever
         // and C was refused; now its window shrinks to its fair share as it spends, so C fits, and the hog, which
@@ -238,6 +259,47 @@ class SharedPoolFairShareTest {
             }
             assertEquals(null, hogFailure.get(), "the hog, which spends what it holds, is not failed");
             assertFalse(p.hog.isLost());
+        }
+    }
+
+    @Test
+    void aPeerIsNotJudgedAHogForCreditsTheServerNeverSentIt() throws Exception {
+        // the pool counts a window's credits from the moment it grants them; the channel sends them to the peer only
+        // when what it owes reaches the threshold (or data carries them). The lab's burst test (CI of 0891c29) met
+        // honest clients that went quiet while the server still owed them most of their window: asked by a recall
+        // to give back what they held beyond the minimum, they had nothing to give, and the pool capped, then failed
+        // them "for keeping 12 credits above their fair share", credits that had never left the server. Here the
+        // peer grows to 17, then spends all but 2 without asking for more: the server owes it 15 (threshold 16).
+        // Now a recall first takes back what was never sent: the peer, which holds 2, is left alone.
+        TransportConfig serverConfig = base().sharedReceiveSlots(24).creditThreshold(16).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            try (RawPeer quiet = RawPeer.connect(fabric, s.localAddress(), grows(true))) {
+                SharedReceivePool pool = SharedReceiveQueueTest.poolOf(server);
+                growTo(quiet, pool, serverConfig.receiveSlots() + 1);
+                assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "the window grew: " + pool);
+                long releasedBefore = pool.creditsReleased();
+                quiet.poll();
+                while (quiet.credits() > 2) {
+                    quiet.send(FrameHeader.FIRST | FrameHeader.LAST, 0, 64, new byte[64], false);
+                }
+                // the growth asked for a recall, and B and C need room (C none at first, unless that recall ran)
+                RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
+                RdmaChannel c = connectRetrying(client, s, 5);
+                assertTrue(pool.creditsReleased() > releasedBefore, "a recall took back what was owed: " + pool);
+                Thread.sleep(4 * SharedReceivePool.RECALL_INTERVAL_NANOS / 1_000_000); // past a judge's sentence
+                quiet.poll();
+                assertFalse(quiet.isLost(), "the quiet peer, holding 2 credits, was not failed: " + pool);
+                assertEquals(3, server.channelCount(), "nobody was failed");
+                quiet.send(FrameHeader.FIRST | FrameHeader.LAST, 0, 64, new byte[64], false);
+                b.close();
+                c.close();
+            }
+            fabric.assertNoViolations();
+        } finally {
+            fabric.close();
         }
     }
 
