@@ -17,12 +17,13 @@ import jakarta.jms.Queue;
 import jakarta.jms.Session;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
+import org.apache.activemq.artemis.utils.VersionLoader;
 
 /**
  * A JMS client made from Artemis's API and the connector factory's class name only (it runs on an old build's jar or
  * this one's): on one connection, for each SIZExCOUNT, sends COUNT persistent messages of SIZE bytes to a queue,
  * receives them back, and checks that each arrived once with its content; then prints {@value #DONE} with what it
- * counted over all of them and the
+ * counted over all of them, the Artemis release its client classes come from, and the
  * {@link CompatMeters} of its own transport (Micrometer's global registry, where a build that has them publishes
  * its client meters), and keeps the connection open until told {@code exit}, so the broker can be asked about it.
  *
@@ -88,7 +89,8 @@ public final class CompatClientMain {
             }
             int extra = consumer.receive(500) == null ? 0 : 1;
             System.out.println(DONE + "sent=" + sent + " received=" + received + " repeated=" + repeated
-                    + " corrupt=" + corrupt + " extra=" + extra + " "
+                    + " corrupt=" + corrupt + " extra=" + extra + " artemis="
+                    + VersionLoader.getVersion().getFullVersion() + " "
                     + CompatMeters.report(Metrics.globalRegistry, "artemis.rdma.client."));
             System.in.read(); // "exit", or the end of stdin
         }

@@ -17,6 +17,7 @@ import java.util.stream.Stream;
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.distro.RxeCounters;
+import org.apache.activemq.artemis.utils.VersionLoader;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
@@ -43,8 +44,14 @@ class CompatibilityLabTest {
     private static final String[] MESSAGES = {"1024x200", "1048576x4"};
     private static final int MESSAGE_COUNT = 204;
 
+    /** The folder run-lab-tests points at with the oldest supported Artemis's client jar (it-tests/pom.xml). */
+    static final String ARTEMIS_PROPERTY = "rdma.compat.artemis";
+    /** The oldest Artemis release README supports. */
+    static final String OLDEST_ARTEMIS = "2.43.0";
+
     private static List<Build> olderBuilds;
     private static String thisBuildClassPath;
+    private static Path oldestArtemisClient;
 
     /** An older build: its name (plain-v1, release-0.1.0), revision and jar. */
     record Build(String name, String revision, Path jar) {
@@ -79,6 +86,16 @@ class CompatibilityLabTest {
         }
         thisBuildClassPath = System.getProperty("java.class.path");
         System.out.println("older builds: " + olderBuilds);
+        String artemisDir = System.getProperty(ARTEMIS_PROPERTY);
+        if (artemisDir == null) {
+            throw new IllegalStateException("-D" + ARTEMIS_PROPERTY + " is not set: run-lab-tests sets it to the "
+                    + "folder Maven copies Artemis " + OLDEST_ARTEMIS + "'s client into");
+        }
+        oldestArtemisClient = Path.of(artemisDir, "artemis-jakarta-client-all-" + OLDEST_ARTEMIS + ".jar");
+        if (!Files.isRegularFile(oldestArtemisClient)) {
+            throw new IllegalStateException(oldestArtemisClient + " is missing: it-tests/pom.xml copies it "
+                    + "(execution compat-artemis) from the Maven repository");
+        }
     }
 
     @TestFactory
@@ -91,6 +108,17 @@ class CompatibilityLabTest {
             assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
             assertEquals("0", e.client.get("olderPeers"), "client " + e.client);
             assertTrue(Long.parseLong(e.broker.get("immediateFragments")) > 0, "broker " + e.broker);
+            assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
+        }));
+        tests.add(DynamicTest.dynamicTest("Artemis " + OLDEST_ARTEMIS + " client with this connector -> this broker "
+                + "(Artemis " + VersionLoader.getVersion().getFullVersion() + ")", () -> {
+            Exchange e = exchange("artemis-" + OLDEST_ARTEMIS, withArtemisClient(oldestArtemisClient),
+                    "this", thisBuildClassPath);
+            e.assertDelivered();
+            assertEquals(OLDEST_ARTEMIS, e.client.get("artemis"), "the client ran on Artemis " + OLDEST_ARTEMIS
+                    + "'s classes: " + e.client);
+            // the same wire build on both ends: nothing counted older, the features used as with itself
+            assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
             assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
         }));
         for (Build old : olderBuilds) {
@@ -201,6 +229,30 @@ class CompatibilityLabTest {
         List<String> args = new ArrayList<>(List.of(host, port, queue));
         args.addAll(List.of(specs));
         return args;
+    }
+
+    /**
+     * This JVM's class path with Artemis's own jars (2.56.0), the JMS API and Netty replaced by {@code clientAll}, an
+     * older Artemis's single client jar, which carries them all: this build's connector then runs in that release's
+     * client, as in an application that has not upgraded Artemis.
+     */
+    private static String withArtemisClient(Path clientAll) {
+        List<String> entries = new ArrayList<>();
+        int replaced = 0;
+        for (String entry : thisBuildClassPath.split(File.pathSeparator)) {
+            String file = Path.of(entry).getFileName().toString();
+            boolean artemis = file.startsWith("artemis-") && !file.startsWith("artemis-rdma-");
+            if (artemis || file.startsWith("jakarta.jms-api") || file.startsWith("netty-")) {
+                replaced++;
+            } else {
+                entries.add(entry);
+            }
+        }
+        if (replaced == 0) {
+            throw new IllegalStateException("no Artemis jar on the class path: " + thisBuildClassPath);
+        }
+        entries.add(0, clientAll.toString()); // first: its copies of shared libraries are those it was built with
+        return String.join(File.pathSeparator, entries);
     }
 
     /** This JVM's class path with both of this build's connector jars (main and tests) replaced by {@code jar}. */
