@@ -19,7 +19,8 @@ import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager
  * A persistent broker with one RDMA acceptor, made from Artemis's API and the factory's class name only, so that
  * it runs on whichever connector jar its class path carries (an old build's, or this one's). With a metrics plugin,
  * so that a build that has the wire-feature meters publishes them. Driven by lines: {@code report} answers
- * {@value #REPORT} and the {@link CompatMeters} of the acceptor; {@code stop} stops the broker and exits.
+ * {@value #REPORT}, the Artemis release it runs on and the {@link CompatMeters} of the acceptor; {@code stop} stops
+ * the broker and exits.
  *
  * <p>Arguments: host, port, data directory.
  */
@@ -56,8 +57,8 @@ public final class CompatBrokerMain {
         while ((command = in.readLine()) != null) {
             if (command.equals("report")) {
                 try {
-                    System.out.println(REPORT + CompatMeters.report(server.getMetricsManager().getMeterRegistry(),
-                            "artemis.rdma."));
+                    System.out.println(REPORT + "artemis=" + server.getVersion().getFullVersion() + " "
+                            + CompatMeters.report(server.getMetricsManager().getMeterRegistry(), "artemis.rdma."));
                 } catch (RuntimeException e) {
                     System.out.println("FAILED the report: " + e); // the test fails at once, with this
                 }

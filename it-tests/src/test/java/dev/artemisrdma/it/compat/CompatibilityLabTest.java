@@ -30,11 +30,15 @@ import org.junit.jupiter.api.Timeout;
  * build's, in both roles. Each pairing sends 1 KiB and 1 MiB persistent JMS messages (the 1 MiB ones go as Artemis
  * large-message chunks, fragmented on the wire) and reads them back: every message once, intact; rxe's packet
  * counters prove RDMA carried them; and the meters of this build's side show which wire features it used toward the
- * older peer (none: nothing packed, no header in immediate data) and that it counts that peer as older, while a
- * control pairing of this build with itself shows the same meters move.
+ * older peer (none: nothing packed, no header in immediate data) and that it counts that peer as older, while the
+ * pairings across Artemis releases below, this build's connector on both ends, show the same meters move.
+ *
+ * <p>Artemis releases too: the oldest README supports (2.43.0), its JMS client ({@code artemis-jakarta-client-all})
+ * with this connector against this build's 2.56.0 broker, and this build's client against a 2.43.0 broker (its
+ * modules from {@code artemis-server-osgi}) with this connector: the connector is built against 2.56.0's SPI.
  *
  * <p>Each side runs in a JVM of its own whose class path carries exactly one connector jar, the old one or this
- * build's, so no class of the other build can be loaded.
+ * build's, and one Artemis release, so no class of the other build or release can be loaded.
  */
 @Timeout(value = 15, unit = TimeUnit.MINUTES)
 class CompatibilityLabTest {
@@ -52,6 +56,8 @@ class CompatibilityLabTest {
     private static List<Build> olderBuilds;
     private static String thisBuildClassPath;
     private static Path oldestArtemisClient;
+    /** The oldest supported Artemis's server modules and its Netty (it-tests/pom.xml, compat-artemis-server). */
+    private static List<Path> oldestArtemisServer;
 
     /** An older build: its name (plain-v1, release-0.1.0), revision and jar. */
     record Build(String name, String revision, Path jar) {
@@ -96,20 +102,19 @@ class CompatibilityLabTest {
             throw new IllegalStateException(oldestArtemisClient + " is missing: it-tests/pom.xml copies it "
                     + "(execution compat-artemis) from the Maven repository");
         }
+        try (Stream<Path> jars = Files.list(Path.of(artemisDir, "server"))) {
+            oldestArtemisServer = jars.filter(p -> p.toString().endsWith(".jar")).sorted().toList();
+        }
+        if (oldestArtemisServer.stream().noneMatch(p -> p.getFileName().toString()
+                .equals("artemis-server-" + OLDEST_ARTEMIS + ".jar"))) {
+            throw new IllegalStateException("no artemis-server-" + OLDEST_ARTEMIS + ".jar in " + artemisDir
+                    + "/server: it-tests/pom.xml unpacks it (execution compat-artemis-server)");
+        }
     }
 
     @TestFactory
     Stream<DynamicTest> olderAndNewerBuildsExchangeJmsMessagesOverRdma() {
         List<DynamicTest> tests = new ArrayList<>();
-        tests.add(DynamicTest.dynamicTest("this build with itself (control)", () -> {
-            Exchange e = exchange("this", thisBuildClassPath, "this", thisBuildClassPath);
-            e.assertDelivered();
-            // the meters move when the features are used: so the zeros below mean something
-            assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
-            assertEquals("0", e.client.get("olderPeers"), "client " + e.client);
-            assertTrue(Long.parseLong(e.broker.get("immediateFragments")) > 0, "broker " + e.broker);
-            assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
-        }));
         tests.add(DynamicTest.dynamicTest("Artemis " + OLDEST_ARTEMIS + " client with this connector -> this broker "
                 + "(Artemis " + VersionLoader.getVersion().getFullVersion() + ")", () -> {
             Exchange e = exchange("artemis-" + OLDEST_ARTEMIS, withArtemisClient(oldestArtemisClient),
@@ -117,9 +122,18 @@ class CompatibilityLabTest {
             e.assertDelivered();
             assertEquals(OLDEST_ARTEMIS, e.client.get("artemis"), "the client ran on Artemis " + OLDEST_ARTEMIS
                     + "'s classes: " + e.client);
-            // the same wire build on both ends: nothing counted older, the features used as with itself
-            assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
-            assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
+            // this build's wire on both ends, the control of the pairings below: nothing counted older, and the
+            // meters move when the features are used, so the zeros below mean something
+            assertSameWireBuild(e);
+        }));
+        tests.add(DynamicTest.dynamicTest("this client (Artemis " + VersionLoader.getVersion().getFullVersion()
+                + ") -> Artemis " + OLDEST_ARTEMIS + " broker with this connector", () -> {
+            Exchange e = exchange("this", thisBuildClassPath, "artemis-" + OLDEST_ARTEMIS,
+                    withArtemisServer(oldestArtemisServer));
+            e.assertDelivered();
+            assertEquals(OLDEST_ARTEMIS, e.broker.get("artemis"), "the broker ran on Artemis " + OLDEST_ARTEMIS
+                    + "'s classes: " + e.broker);
+            assertSameWireBuild(e);
         }));
         for (Build old : olderBuilds) {
             String oldClassPath = withConnector(old.jar());
@@ -138,6 +152,14 @@ class CompatibilityLabTest {
             }));
         }
         return tests.stream();
+    }
+
+    /** Both ends run this build's connector: neither counts the other older; both send headers in immediate data. */
+    private static void assertSameWireBuild(Exchange e) {
+        assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
+        assertEquals("0", e.client.get("olderPeers"), "client " + e.client);
+        assertTrue(Long.parseLong(e.broker.get("immediateFragments")) > 0, "broker " + e.broker);
+        assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
     }
 
     /**
@@ -237,6 +259,15 @@ class CompatibilityLabTest {
      * client, as in an application that has not upgraded Artemis.
      */
     private static String withArtemisClient(Path clientAll) {
+        return withArtemis(List.of(clientAll));
+    }
+
+    /** As {@link #withArtemisClient}, for a broker: an older Artemis's server modules and its Netty. */
+    private static String withArtemisServer(List<Path> jars) {
+        return withArtemis(jars);
+    }
+
+    private static String withArtemis(List<Path> jars) {
         List<String> entries = new ArrayList<>();
         int replaced = 0;
         for (String entry : thisBuildClassPath.split(File.pathSeparator)) {
@@ -251,7 +282,8 @@ class CompatibilityLabTest {
         if (replaced == 0) {
             throw new IllegalStateException("no Artemis jar on the class path: " + thisBuildClassPath);
         }
-        entries.add(0, clientAll.toString()); // first: its copies of shared libraries are those it was built with
+        // first: where they carry copies of shared libraries, those are what that release was built with
+        entries.addAll(0, jars.stream().map(Path::toString).toList());
         return String.join(File.pathSeparator, entries);
     }
 
