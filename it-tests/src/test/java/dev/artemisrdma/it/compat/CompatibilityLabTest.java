@@ -44,7 +44,7 @@ import org.junit.jupiter.api.Timeout;
 class CompatibilityLabTest {
 
     /** The folder run-lab-tests has the older builds put in (one sub-folder per build: jar, revision or FAILED). */
-    static final String BUILDS_PROPERTY = "rdma.compat.builds";
+    static final String BUILDS_PROPERTY = OlderBuilds.PROPERTY;
     private static final String[] MESSAGES = {"1024x200", "1048576x4"};
     private static final int MESSAGE_COUNT = 204;
 
@@ -53,40 +53,16 @@ class CompatibilityLabTest {
     /** The oldest Artemis release README supports. */
     static final String OLDEST_ARTEMIS = "2.43.0";
 
-    private static List<Build> olderBuilds;
+    private static List<OlderBuilds.Build> olderBuilds;
     private static String thisBuildClassPath;
     private static Path oldestArtemisClient;
     /** The oldest supported Artemis's server modules and its Netty (it-tests/pom.xml, compat-artemis-server). */
     private static List<Path> oldestArtemisServer;
 
-    /** An older build: its name (plain-v1, release-0.1.0), revision and jar. */
-    record Build(String name, String revision, Path jar) {
-    }
-
     @BeforeAll
     static void findBuilds() throws IOException {
+        olderBuilds = OlderBuilds.all();
         String dir = System.getProperty(BUILDS_PROPERTY);
-        if (dir == null) {
-            throw new IllegalStateException("-D" + BUILDS_PROPERTY + " is not set: run-lab-tests builds the older "
-                    + "connectors and sets it; this test does not run without them");
-        }
-        olderBuilds = new ArrayList<>();
-        List<String> failed = new ArrayList<>();
-        try (Stream<Path> entries = Files.list(Path.of(dir))) {
-            for (Path build : entries.filter(Files::isDirectory).filter(p -> !p.getFileName().toString()
-                    .startsWith("src-")).sorted().toList()) {
-                if (Files.exists(build.resolve("FAILED"))) {
-                    failed.add(build.getFileName() + ": " + Files.readString(build.resolve("FAILED")).strip());
-                } else {
-                    olderBuilds.add(new Build(build.getFileName().toString(),
-                            Files.readString(build.resolve("revision")).strip(),
-                            build.resolve("artemis-rdma-connector.jar")));
-                }
-            }
-        }
-        if (!failed.isEmpty()) {
-            throw new IllegalStateException("older connectors that could not be built: " + failed);
-        }
         if (olderBuilds.stream().noneMatch(b -> b.name().equals("plain-v1"))) {
             throw new IllegalStateException("no plain-v1 build in " + dir + ": " + olderBuilds);
         }
@@ -135,7 +111,7 @@ class CompatibilityLabTest {
                     + "'s classes: " + e.broker);
             assertSameWireBuild(e);
         }));
-        for (Build old : olderBuilds) {
+        for (OlderBuilds.Build old : olderBuilds) {
             String oldClassPath = withConnector(old.jar());
             boolean fewerFeatures = statesFewerFeatures(old);
             tests.add(DynamicTest.dynamicTest(old.name() + " client -> this broker", () -> {
@@ -167,7 +143,7 @@ class CompatibilityLabTest {
      * feature bit must say here which older builds lack it (plain v1 lacks all; 0.1.0 states the four this build
      * knows), and the test then checks that this build uses none of the new bit toward them.
      */
-    private static boolean statesFewerFeatures(Build old) {
+    private static boolean statesFewerFeatures(OlderBuilds.Build old) {
         return switch (old.name()) {
             case "plain-v1" -> true;
             case "release-0.1.0" -> false;
@@ -180,7 +156,8 @@ class CompatibilityLabTest {
      * This build's side toward {@code old}: counts it as older, and sent nothing packed and no header in immediate
      * data, when {@code old} states fewer features (plain v1 states neither); otherwise counts nothing older.
      */
-    private static void assertOlderSide(Build old, boolean fewerFeatures, String side, Map<String, String> meters) {
+    private static void assertOlderSide(OlderBuilds.Build old, boolean fewerFeatures, String side,
+                                        Map<String, String> meters) {
         assertTrue(Long.parseLong(meters.get("framesSent")) >= MESSAGE_COUNT, side + ": " + meters);
         if (fewerFeatures) {
             assertEquals("1", meters.get("olderPeers"), side + " counts the peer as older: " + meters);
@@ -195,7 +172,7 @@ class CompatibilityLabTest {
      * The old side is really the old build: the plain-v1 commit predates the wire-feature meters, so they are absent
      * on its side; a release that has them counts this build as no older than itself.
      */
-    private static void assertOwnMeters(Build old, Map<String, String> meters) {
+    private static void assertOwnMeters(OlderBuilds.Build old, Map<String, String> meters) {
         if (old.name().equals("plain-v1")) {
             assertEquals("absent", meters.get("olderPeers"), old + " has no such meter: " + meters);
         } else {
@@ -289,22 +266,7 @@ class CompatibilityLabTest {
 
     /** This JVM's class path with both of this build's connector jars (main and tests) replaced by {@code jar}. */
     private static String withConnector(Path jar) {
-        List<String> entries = new ArrayList<>();
-        int replaced = 0;
-        for (String entry : thisBuildClassPath.split(File.pathSeparator)) {
-            String file = Path.of(entry).getFileName().toString();
-            if (file.startsWith("artemis-rdma-connector") || entry.endsWith("artemis-rdma-connector/target/classes")
-                    || entry.endsWith("artemis-rdma-connector/target/test-classes")) {
-                replaced++;
-            } else {
-                entries.add(entry);
-            }
-        }
-        if (replaced == 0) {
-            throw new IllegalStateException("this build's connector is not on the class path: " + thisBuildClassPath);
-        }
-        entries.add(0, jar.toString());
-        return String.join(File.pathSeparator, entries);
+        return OlderBuilds.withConnector(thisBuildClassPath, jar);
     }
 
     private static Map<String, String> pairs(String line) {

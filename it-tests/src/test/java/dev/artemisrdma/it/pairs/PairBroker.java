@@ -40,12 +40,16 @@ final class PairBroker implements AutoCloseable {
     private final List<String> firstNettyAttempts = new CopyOnWriteArrayList<>();
     /** Artemis's warning and error codes the broker logged (AMQ22xxxx, AMQ21xxxx, ...), with how often. */
     private final Map<String, Integer> warnings = new ConcurrentSkipListMap<>();
+    /** Where the broker's connector classes came from, as it said at start. */
+    private volatile String connector;
 
-    private PairBroker(String name, List<String> args, Path log) {
+    private PairBroker(String name, List<String> args, Path log, String classPath) {
         this.name = name;
         this.args = args;
         this.log = log;
-        this.launcher = JavaProcess.main(PairBrokerMain.class).name(name).jvm("-Xmx768m", "-XX:TieredStopAtLevel=1")
+        this.launcher = JavaProcess.main(PairBrokerMain.class).name(name)
+                .classPath(classPath != null ? classPath : System.getProperty("java.class.path"))
+                .jvm("-Xmx768m", "-XX:TieredStopAtLevel=1")
                 .property("org.slf4j.simpleLogger.defaultLogLevel", "warn")
                 .property("org.slf4j.simpleLogger.log.dev.artemisrdma", "info")
                 .property("org.slf4j.simpleLogger.log.org.apache.activemq.audit", "warn")
@@ -63,13 +67,19 @@ final class PairBroker implements AutoCloseable {
     /** Starts {@code config/pairs/FILE} with the given substitutions (and {@code tcp} to stay off RDMA). */
     static PairBroker start(String name, String file, Path data, boolean tcp, Map<String, String> properties)
             throws Exception {
+        return start(name, file, data, tcp, properties, null);
+    }
+
+    /** As above, on {@code classPath} (null: this JVM's), for a broker on an older build's connector. */
+    static PairBroker start(String name, String file, Path data, boolean tcp, Map<String, String> properties,
+                            String classPath) throws Exception {
         List<String> args = new ArrayList<>(List.of(file, data.toString()));
         if (tcp) {
             args.add("tcp");
         }
         properties.forEach((k, v) -> args.add(k + "=" + v));
         PairBroker broker = new PairBroker(name, args, JavaProcess.resultsDir().resolve("broker-" + name + "-"
-                + System.nanoTime() + ".log"));
+                + System.nanoTime() + ".log"), classPath);
         broker.launch();
         return broker;
     }
@@ -80,6 +90,10 @@ final class PairBroker implements AutoCloseable {
 
     /** The pump thread's: counts Netty attempts; takes the broker's reports (not echoed). */
     private boolean take(String line) {
+        if (line.startsWith(PairBrokerMain.CONNECTOR)) {
+            connector = line.substring(PairBrokerMain.CONNECTOR.length()).strip();
+            return true;
+        }
         if (line.contains(" WARN ") || line.contains(" ERROR ")) {
             Matcher code = WARNING_CODE.matcher(line);
             warnings.merge(code.find() ? code.group() : line.contains(" ERROR ") ? "ERROR" : "WARN", 1, Integer::sum);
@@ -147,6 +161,11 @@ final class PairBroker implements AutoCloseable {
     }
 
     /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
+    /** Where the broker's connector classes came from (a jar or a classes folder), as it said at start. */
+    String connector() {
+        return connector;
+    }
+
     void kill() throws InterruptedException {
         process.kill();
     }

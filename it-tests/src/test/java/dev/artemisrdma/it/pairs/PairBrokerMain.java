@@ -25,6 +25,8 @@ import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager
 public final class PairBrokerMain {
 
     public static final String READY = "PAIR BROKER READY";
+    /** Printed before {@link #READY} with where the connector's classes come from (this build's or an older jar). */
+    public static final String CONNECTOR = "PAIR BROKER CONNECTOR ";
     public static final String REPORT = "PAIR REPORT ";
     /** Argument prefix naming a broker.properties file of {@code config/pairs/} to apply (not with {@code tcp}). */
     public static final String PROPERTIES = "properties=";
@@ -62,6 +64,8 @@ public final class PairBrokerMain {
         }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(server)));
         server.start();
+        System.out.println(CONNECTOR + dev.artemisrdma.artemis.RdmaAcceptorFactory.class.getProtectionDomain()
+                .getCodeSource().getLocation());
         System.out.println(READY);
         System.out.flush();
         BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));

@@ -37,6 +37,7 @@ import org.apache.activemq.artemis.api.core.ActiveMQExceptionType;
 import org.apache.activemq.artemis.api.core.client.FailoverEventType;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnection;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
+import dev.artemisrdma.it.compat.OlderBuilds;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -83,30 +84,53 @@ class PairsReplicationLabTest {
     @Test
     void replicationAndFailoverOverRdmaNextToTcp() throws Exception {
         RdmaResources baseline = PairsLab.baseline();
-        long rdmaMillis = run(false);
+        long rdmaMillis = run(false, null);
         PairsLab.assertResourcesBack(baseline); // the RDMA scenario (a SIGKILLed primary among it) left nothing
-        long tcpMillis = run(true);
+        long tcpMillis = run(true, null);
         System.out.printf("FAILOVER client without a broker: RDMA %d ms, Netty TCP %d ms%n", rdmaMillis, tcpMillis);
         PairsLab.assertResourcesBack(baseline);
     }
 
-    /** The whole scenario on one transport; returns the milliseconds from the kill to the completed failover. */
-    private long run(boolean tcp) throws Exception {
+    /**
+     * A rolling upgrade's mixed pair (issue 26): the primary on this build, the backup on the last release's
+     * connector (built from history by build-old-connectors), replicating over RDMA. The same scenario and assertions
+     * as above, but the failback: the backup syncs, the primary is SIGKILLed under a transacted producer, the client
+     * fails over to the older backup, and every committed message is there once.
+     */
+    @Test
+    void aBackupOnTheLastReleaseTakesOverFromAPrimaryOnThisBuild() throws Exception {
+        OlderBuilds.Build release = OlderBuilds.lastRelease();
+        RdmaResources baseline = PairsLab.baseline();
+        long millis = run(false, release);
+        System.out.printf("FAILOVER to a backup on %s (%s): client without a broker for %d ms%n", release.name(),
+                release.revision(), millis);
+        PairsLab.assertResourcesBack(baseline);
+    }
+
+    /**
+     * The whole scenario on one transport, the backup on {@code olderBackup}'s connector (null: this build's; only
+     * then does the primary come back and take over again); returns the milliseconds from the kill to the
+     * completed failover.
+     */
+    private long run(boolean tcp, OlderBuilds.Build olderBackup) throws Exception {
         String scheme = tcp ? "tcp" : "rdma";
+        // names the brokers, their data and the printed lines: "rdma", "tcp", "rdma-mixed"
+        String label = olderBackup == null ? scheme : scheme + "-mixed";
         ROLLED_BACK.set(0);
         OUTCOME_UNKNOWN.set(0);
         DUPLICATES_REFUSED.set(0);
         UNKNOWN_COMMITS_STARTED.clear();
         int portP = Lab.freshPort();
         int portB = Lab.freshPort();
-        Path data = Files.createTempDirectory("pairs-replication-" + scheme);
+        Path data = Files.createTempDirectory("pairs-replication-" + label);
         Map<String, String> primaryProps = props("rdma.host", Lab.addr0(), "rdma.port", "" + portP,
                 "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "replication.properties");
         Map<String, String> backupProps = props("rdma.host", Lab.addr1(), "rdma.port", "" + portB,
                 "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP, "properties", "replication.properties");
         String url = scheme + "://" + Lab.addr0() + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
                 + "&maxRetryInterval=1000#" + scheme + "://" + Lab.addr1() + ":" + portB;
-        PairBroker primary = PairBroker.start(scheme + "-primary", "primary.xml", data.resolve("p"), tcp, primaryProps);
+        PairBroker primary = PairBroker.start(label + "-primary", "primary.xml", data.resolve("p"), tcp,
+                primaryProps);
         PairBroker backup = null;
         try (ActiveMQConnectionFactory cf = tcp ? new ActiveMQConnectionFactory(url) : RdmaConnectionFactories.create(url);
              Connection connection = cf.createConnection()) {
@@ -132,15 +156,23 @@ class PairsReplicationLabTest {
             sendBatches(session, orders, MESSAGES, LARGE, LARGE_BYTES, committed);
             Set<Integer> pagedCommitted = new TreeSet<>();
             sendBatches(session, paged, 0, PAGED, 8 * 1024, pagedCommitted);
-            System.out.printf("[%s] %d durable + %d large (%d bytes) + %d paged messages stored in %d ms%n", scheme,
+            System.out.printf("[%s] %d durable + %d large (%d bytes) + %d paged messages stored in %d ms%n", label,
                     MESSAGES, LARGE, LARGE_BYTES, PAGED, elapsedMillis(loadStart));
 
             long syncStart = System.nanoTime();
-            backup = PairBroker.start(scheme + "-backup", "backup.xml", data.resolve("b"), tcp, backupProps);
+            backup = PairBroker.start(label + "-backup", "backup.xml", data.resolve("b"), tcp, backupProps,
+                    olderBackup == null ? null : OlderBuilds.withConnector(System.getProperty("java.class.path"),
+                            olderBackup.jar()));
             backup.await("the initial sync", r -> r.get("replicaSync").equals("true"), 300);
+            if (olderBackup != null) {
+                assertTrue(backup.connector() != null && backup.connector().endsWith(olderBackup.jar().toString()),
+                        "the backup runs " + olderBackup.jar() + ", not " + backup.connector());
+                assertTrue(primary.connector() != null && !primary.connector().contains("/compat/"),
+                        "the primary runs this build's connector, not " + primary.connector());
+            }
             Map<String, String> primaryReport = primary.await("replication", r -> !r.get("replication").equals("none"),
                     60);
-            System.out.printf("[%s] backup synchronized in %d ms: %s%n", scheme, elapsedMillis(syncStart),
+            System.out.printf("[%s] backup synchronized in %d ms: %s%n", label, elapsedMillis(syncStart),
                     primaryReport);
             if (!tcp) {
                 assertEquals("RdmaConnection", primaryReport.get("replication"), "replication link " + primaryReport);
@@ -181,18 +213,18 @@ class PairsReplicationLabTest {
             System.out.printf("[%s] FAILOVER: client without a broker for %d ms after the SIGKILL (events %s);"
                     + " exceptions that reached the producer: transaction rolled back %d, commit outcome unknown %d"
                     + " (both sent again), re-sent batch refused as a duplicate %d; producer time in commit %.0f %%%n",
-                    scheme, failoverMillis, events, ROLLED_BACK.get(), OUTCOME_UNKNOWN.get(), DUPLICATES_REFUSED.get(),
+                    label, failoverMillis, events, ROLLED_BACK.get(), OUTCOME_UNKNOWN.get(), DUPLICATES_REFUSED.get(),
                     100.0 * COMMIT_NANOS.get() / Math.max(1, BATCH_NANOS.get()));
             assertEquals(null, producerFailure.get(), "an exception reached the application");
             assertOnlyArtemisFailoverOutcomes(events, failedOverAt.get());
 
-            if (!tcp) { // failback: the primary comes back and takes over; the client follows
+            if (!tcp && olderBackup == null) { // failback: the primary comes back and takes over; the client follows
                 long failbackStart = System.nanoTime();
                 primary.restart();
                 primary.await("the primary active again", r -> r.get("active").equals("true"), 300);
                 assertTrue(failedBack.await(60, TimeUnit.SECONDS), "the client did not follow the failback: "
                         + events);
-                System.out.printf("[%s] failback completed in %d ms%n", scheme, elapsedMillis(failbackStart));
+                System.out.printf("[%s] failback completed in %d ms%n", label, elapsedMillis(failbackStart));
             }
             if (tcp) { // the detector PairsLab.assertNoNettyAttempt relies on sees Netty when it is used
                 assertTrue(primary.nettyAttempts() + backup.nettyAttempts() > 0,
