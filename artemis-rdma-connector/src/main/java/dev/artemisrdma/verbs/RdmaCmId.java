@@ -304,14 +304,20 @@ public final class RdmaCmId implements AutoCloseable {
         }
     }
 
-    /** Destroys the queue pair (if still there) and the id. */
+    /**
+     * Destroys the queue pair (if still there) and the id. rdma_destroy_id runs outside this id's monitor: the kernel
+     * may hold it until the CM messages in flight for the id time out, and a thread that only asks for an address
+     * must not wait that long (once {@code closed} is set, nothing here reads the id any more).
+     */
     @Override
-    public synchronized void close() {
-        if (closed) {
-            return;
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            destroyQueuePair();
+            closed = true;
         }
-        destroyQueuePair();
-        closed = true;
         if (RdmaCm.rdma_destroy_id(id) != 0) {
             org.slf4j.LoggerFactory.getLogger(RdmaCmId.class).warn("rdma_destroy_id failed: {}",
                     Errno.describe(Errno.last()));

@@ -86,6 +86,10 @@ public final class VerbsFabric implements Fabric {
     private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
     /** rdma_cm ids whose destruction waits for their port to come back (see {@link #destroyWhenPortUp}). */
     private final List<DeferredDestroy> deferred = new ArrayList<>();
+    /** Where rdma_destroy_id runs, so that no loop or closer waits for the kernel's CM (see its comment). */
+    private final CmIdDestroyer idDestroyer = new CmIdDestroyer();
+    /** How long {@link #close} lets the destroys handed over finish before it keeps the event channel instead. */
+    private static final long ID_DRAIN_MILLIS = 5_000;
 
     private record DeferredDestroy(VerbsDevice device, int port, Runnable destroy) {
     }
@@ -95,6 +99,8 @@ public final class VerbsFabric implements Fabric {
         return t;
     });
     private volatile boolean closed;
+    /** Set once the last id is destroyed after close: the event threads end. */
+    private volatile boolean threadsStop;
 
     /** Opens every RDMA device and starts the connection-manager thread. */
     public VerbsFabric() throws FabricException {
@@ -226,12 +232,21 @@ public final class VerbsFabric implements Fabric {
             deferred.removeAll(due);
         }
         for (DeferredDestroy d : due) {
-            try {
-                d.destroy.run();
-            } catch (RuntimeException e) {
-                LOG.warn("destroying a connection of {} port {} failed: {}", d.device.name(), d.port, e.toString());
-            }
+            idDestroyer.destroy(d.destroy, "a connection of " + d.device.name() + " port " + d.port);
         }
+    }
+
+    /**
+     * Destroys an rdma_cm id whose queue pair is already destroyed, off the calling thread: the kernel may hold
+     * rdma_destroy_id for as long as a DREQ goes unanswered. {@code what} names the connection in the log.
+     */
+    void destroyIdLater(RdmaCmId id, String what) {
+        idDestroyer.destroy(id::close, what);
+    }
+
+    /** rdma_cm ids handed over for destruction and not destroyed yet (for tests and the fabric's close). */
+    int idsBeingDestroyed() {
+        return idDestroyer.pending();
     }
 
     /** Tracks a queue pair for device events while it lives. */
@@ -362,14 +377,14 @@ public final class VerbsFabric implements Fabric {
      */
     private void dispatchAsyncEvents() {
         long nextScan = System.nanoTime();
-        while (!closed) {
+        while (!threadsStop) {
             long untilScan = Math.max(0, TimeUnit.NANOSECONDS.toMillis(nextScan - System.nanoTime()));
             // each part on its own (AsyncEventRound): a device whose read fails, an event whose handling fails or a
             // failed rescan costs only itself; the others' events, the rescan and the deferred destroys go on
             boolean polled = AsyncEventRound.readAndDispatch(asyncEvents::poll,
                     (int) Math.min(IDLE_RESCAN_MILLIS, untilScan), this::onAsyncEvent);
             long now = System.nanoTime();
-            if (closed) {
+            if (threadsStop) {
                 break;
             }
             if (now - nextScan >= 0) {
@@ -503,12 +518,12 @@ public final class VerbsFabric implements Fabric {
     }
 
     private void dispatchEvents() {
-        while (!closed) {
+        while (!threadsStop) {
             CmEvent event;
             try {
                 event = eventChannel.poll(CM_WAIT_MILLIS);
             } catch (VerbsException e) {
-                if (!closed) {
+                if (!threadsStop) {
                     LOG.error("rdma_cm event channel failed; no more connection events will be handled: {}",
                             e.getMessage());
                 }
@@ -552,7 +567,13 @@ public final class VerbsFabric implements Fabric {
         return closed;
     }
 
-    /** Closes listeners and connections still open, stops the event thread, then releases the devices. */
+    /**
+     * Closes listeners and connections still open, lets the rdma_cm ids they handed over be destroyed, then stops
+     * the event threads and releases the devices. When the kernel still holds an id after
+     * {@value #ID_DRAIN_MILLIS} ms (a DREQ nobody answers is retried for about a minute), this returns and the
+     * release finishes on the destroyer's thread once the kernel lets go: the event channel and its thread must
+     * outlive every id (rdma_destroy_id writes to the channel and waits for the id's events to be acknowledged).
+     */
     @Override
     public void close() {
         List<AutoCloseable> toClose;
@@ -571,7 +592,20 @@ public final class VerbsFabric implements Fabric {
                 LOG.warn("closing {} failed: {}", toClose.get(i), e.getMessage());
             }
         }
-        closed = true;
+        closed = true; // no new listener or connection from here
+        if (!idDestroyer.drain(ID_DRAIN_MILLIS)) {
+            LOG.info("{} rdma_cm ids are still being destroyed {} ms after the fabric began to close (the kernel "
+                    + "waits for their CM messages); the event threads and the devices are released once it lets "
+                    + "go", idDestroyer.pending(), ID_DRAIN_MILLIS);
+            idDestroyer.whenIdle(this::stopThreadsAndReleaseDevices);
+            return;
+        }
+        stopThreadsAndReleaseDevices();
+    }
+
+    /** The end of {@link #close}: once no id is left to destroy. */
+    private void stopThreadsAndReleaseDevices() {
+        threadsStop = true;
         timer.shutdownNow();
         eventChannel.wakeUp();
         asyncEvents.wakeUp();

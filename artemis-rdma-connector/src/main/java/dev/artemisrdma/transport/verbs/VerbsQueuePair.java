@@ -326,7 +326,11 @@ final class VerbsQueuePair implements QueuePair {
             fabric.destroyWhenPortUp(device, onPort, id::close);
             return;
         }
-        id.close(); // rdma_destroy_qp, then rdma_destroy_id
+        // the queue pair goes here, so nothing reads or writes the connection's memory once this returns; the id
+        // goes on the fabric's destroyer: rdma_destroy_id may wait for a DREQ the peer never answers
+        String what = "qp " + qp.qpNumber() + " to " + describePeer();
+        id.destroyQueuePair();
+        fabric.destroyIdLater(id, what);
     }
 
     @Override
