@@ -237,11 +237,12 @@ public final class VerbsFabric implements Fabric {
     }
 
     /**
-     * Destroys an rdma_cm id whose queue pair is already destroyed, off the calling thread: the kernel may hold
-     * rdma_destroy_id for as long as a DREQ goes unanswered. {@code what} names the connection in the log.
+     * Destroys an rdma_cm id whose queue pair is already destroyed ({@code destroyId}: rdma_destroy_id), off the
+     * calling thread: the kernel may hold rdma_destroy_id for as long as a DREQ goes unanswered. {@code what} names
+     * the connection in the log.
      */
-    void destroyIdLater(RdmaCmId id, String what) {
-        idDestroyer.destroy(id::close, what);
+    void destroyIdLater(Runnable destroyId, String what) {
+        idDestroyer.destroy(destroyId, what);
     }
 
     /** rdma_cm ids handed over for destruction and not destroyed yet (for tests and the fabric's close). */

@@ -114,7 +114,10 @@ final class VerbsQueuePair implements QueuePair {
                 qp.markEstablished();
                 events.established(this);
             }
-            case DISCONNECTED -> notifyDisconnected("peer " + describePeer() + " disconnected");
+            case DISCONNECTED -> {
+                notifyDisconnected("peer " + describePeer() + " disconnected");
+                answerDisconnect();
+            }
             case DEVICE_REMOVAL -> {
                 // rdma_cm requires this id destroyed before the device can go: the transport's teardown does it
                 // (queue pair first, then the id); the fabric frees the device once everything on it is released
@@ -141,6 +144,23 @@ final class VerbsQueuePair implements QueuePair {
     /** The port of the device the connection runs over, for port events. */
     int portNumber() {
         return id.portNumber();
+    }
+
+    /**
+     * Answers the peer's DREQ now, whatever became of the channel: a channel that disconnected first (both sides
+     * closing at once) or is closed already would otherwise answer only when its id is destroyed, and the peer's
+     * rdma_destroy_id waits for that answer, retrying its DREQ every 4 s for about a minute. rdma_disconnect on an id
+     * that received a DREQ sends the DREP; on one that already answered it fails with EINVAL, which is fine.
+     */
+    private void answerDisconnect() {
+        if (fabric.isPortDown(device, id.portNumber())) {
+            return; // nothing goes through a port that is down (see VerbsFabric.isPortDown)
+        }
+        try {
+            id.disconnect();
+        } catch (VerbsException e) {
+            LOG.debug("answering the DREQ of {} on queue pair {}: {}", describePeer(), qp.qpNumber(), e.getMessage());
+        }
     }
 
     private void notifyDisconnected(String reason) {
@@ -306,7 +326,6 @@ final class VerbsQueuePair implements QueuePair {
             closed = true;
             onPort = port > 0 ? port : id.portNumber();
         }
-        fabric.unroute(id.address());
         fabric.disown(this);
         fabric.untrack(this);
         sends.close();
@@ -323,14 +342,23 @@ final class VerbsQueuePair implements QueuePair {
             id.destroyQueuePair();
             LOG.debug("queue pair {} to {} destroyed; its rdma_cm id goes once port {} of {} is back", qpNumber,
                     describePeer(), onPort, device.name());
-            fabric.destroyWhenPortUp(device, onPort, id::close);
+            fabric.destroyWhenPortUp(device, onPort, this::destroyId);
             return;
         }
         // the queue pair goes here, so nothing reads or writes the connection's memory once this returns; the id
         // goes on the fabric's destroyer: rdma_destroy_id may wait for a DREQ the peer never answers
         String what = "qp " + qp.qpNumber() + " to " + describePeer();
         id.destroyQueuePair();
-        fabric.destroyIdLater(id, what);
+        fabric.destroyIdLater(this::destroyId, what);
+    }
+
+    /**
+     * Destroys the id. Its events stay routed here until then, so that a DREQ arriving after the close is still
+     * answered ({@link #answerDisconnect}); the route goes first, since the id's address may be reused after.
+     */
+    private void destroyId() {
+        fabric.unroute(id.address());
+        id.close();
     }
 
     @Override
