@@ -1,8 +1,8 @@
 package dev.artemisrdma.artemis;
 
 import java.net.InetSocketAddress;
-import java.util.function.Function;
 
+import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
@@ -13,11 +13,10 @@ import dev.artemisrdma.transport.stats.LoopStats;
 interface ChannelTransport extends AutoCloseable {
 
     /**
-     * Listens on {@code address}; each accepted channel gets the handler {@code onAccepted} returns for it (null, or
-     * an exception, refuses the connection with the exception's message as the reason).
+     * Listens on {@code address}; {@code acceptor} admits each request (an exception refuses it with its message as
+     * the reason) and makes the handler of each connection once it is established.
      */
-    RdmaServer listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
-            throws FabricException;
+    RdmaServer listen(InetSocketAddress address, ChannelAcceptor acceptor) throws FabricException;
 
     /** Connects to a listener, blocking until connected, refused or timed out. */
     RdmaChannel connect(InetSocketAddress address, ChannelHandler handler) throws FabricException;

@@ -11,6 +11,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.BoundedClose;
+import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
@@ -104,7 +105,17 @@ final class RdmaAcceptor extends AbstractAcceptor {
         ChannelTransport transport = lease.transport();
         metrics = new EndpointMetrics(() -> transport);
         try {
-            listening = transport.listen(address, this::accepted);
+            listening = transport.listen(address, new ChannelAcceptor() {
+                @Override
+                public void admit(RdmaChannel channel) {
+                    checkConnectionLimit(channel);
+                }
+
+                @Override
+                public ChannelHandler onAccepted(RdmaChannel channel) {
+                    return accepted(channel);
+                }
+            });
         } catch (Exception e) {
             lease.close();
             lease = null;
@@ -125,8 +136,12 @@ final class RdmaAcceptor extends AbstractAcceptor {
         logger.info("RDMA acceptor '{}' listening on {}:{}", name, address.getHostString(), getActualPort());
     }
 
-    /** A channel passed the handshake; throwing refuses it, the message going to the peer as the reason. */
-    private ChannelHandler accepted(RdmaChannel channel) {
+    /**
+     * A connection request arrived: refused (the message going to the peer as the reason) when {@code
+     * connectionsAllowed} connections are open. Checked again once the connection is established, since others
+     * may have been established meanwhile.
+     */
+    private void checkConnectionLimit(RdmaChannel channel) {
         if (connectionsAllowed != -1 && connections.size() >= connectionsAllowed) {
             if (REFUSED.admit()) {
                 logger.warn("RDMA acceptor '{}': refused a connection from {}: {}={} connections are open (raise it to"
@@ -136,6 +151,15 @@ final class RdmaAcceptor extends AbstractAcceptor {
             throw new IllegalStateException("connection limit of " + connectionsAllowed + " reached (raise "
                     + RdmaParameters.CONNECTIONS_ALLOWED + ")");
         }
+    }
+
+    /**
+     * The connection is established: Artemis's {@link Connection} is made now, not at the request, so that a peer
+     * that never finishes connecting costs the broker no connection, no entry in its connection table and no TTL
+     * check. Throwing closes the connection.
+     */
+    private ChannelHandler accepted(RdmaChannel channel) {
+        checkConnectionLimit(channel);
         RdmaConnection connection = new RdmaConnection(RdmaParameters.connectorParams(configuration), handler,
                 tracker, threadPool, batchDelay, directDeliver).bind(channel);
         connections.put(connection.getID(), connection);

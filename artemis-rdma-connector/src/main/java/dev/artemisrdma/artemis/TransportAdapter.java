@@ -1,8 +1,8 @@
 package dev.artemisrdma.artemis;
 
 import java.net.InetSocketAddress;
-import java.util.function.Function;
 
+import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.api.ChannelHandler;
@@ -27,9 +27,8 @@ final class TransportAdapter implements ChannelTransport {
     }
 
     @Override
-    public RdmaServer listen(InetSocketAddress address, Function<RdmaChannel, ChannelHandler> onAccepted)
-            throws FabricException {
-        return transport.listen(address, onAccepted::apply);
+    public RdmaServer listen(InetSocketAddress address, ChannelAcceptor acceptor) throws FabricException {
+        return transport.listen(address, acceptor);
     }
 
     @Override

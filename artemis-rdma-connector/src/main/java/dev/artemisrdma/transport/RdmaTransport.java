@@ -65,7 +65,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             "connections that keep their own receive queue");
     private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN,
             "connections the acceptor refused with an error");
-    private static final LogLimiter DECLINED = LogLimiter.site(LOG, Level.INFO, "connections the acceptor refused");
     private static final LogLimiter ACCEPT_FAILED = LogLimiter.site(LOG, Level.WARN, "accepts that failed");
     private static final LogLimiter ASKED_TO_RETRY = LogLimiter.site(LOG, Level.INFO,
             "connections asked to retry while receives are recalled");
@@ -331,7 +330,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         boolean handedOver = false;
         try {
             RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
-            ChannelHandler handler;
             try {
                 ch.setPeer(peer);
             } catch (FabricException e) {
@@ -351,7 +349,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             }
             try {
                 ch.usePool(pool(request.device()));
-                handler = acceptor.onAccepted(ch);
+                acceptor.admit(ch);
             } catch (RuntimeException | Error e) {
                 if (REFUSED.admit()) {
                     LOG.warn("{}: connection from {} refused by the acceptor: {}", name, describe(peerAddress),
@@ -360,14 +358,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
                 return;
             }
-            if (handler == null) {
-                if (DECLINED.admit()) {
-                    LOG.info("{}: connection from {} refused by the acceptor", name, describe(peerAddress));
-                }
-                request.reject(Handshake.encodeReject("refused by the application"));
-                return;
-            }
-            ch.setHandler(handler);
+            // the application's side of the connection (for Artemis, its Connection) is made only once the peer
+            // finished connecting: an unfinished handshake costs it nothing
+            ch.createHandlerOnEstablished(acceptor::onAccepted);
             channels.add(ch);
             HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
                     place);

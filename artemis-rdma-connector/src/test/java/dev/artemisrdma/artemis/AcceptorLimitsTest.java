@@ -2,6 +2,7 @@ package dev.artemisrdma.artemis;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -66,7 +67,7 @@ class AcceptorLimitsTest {
     }
 
     /** A client that ignores what it gets. */
-    private static final class Client implements ChannelHandler {
+    private static class Client implements ChannelHandler {
         @Override
         public void onFrame(RdmaChannel channel, ByteBuffer frame) {
         }
@@ -99,8 +100,10 @@ class AcceptorLimitsTest {
         acceptor.start();
         try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             InetSocketAddress address = new InetSocketAddress(HOST, 61751);
+            // the broker counts a connection once it is established on its side, which may follow connect's return
             RdmaChannel first = lease.transport().connect(address, new Client());
             lease.transport().connect(address, new Client());
+            await("two connections counted", () -> acceptor.connectionCount() == 2);
             FabricException refused = assertThrows(FabricException.class,
                     () -> lease.transport().connect(address, new Client()));
             assertTrue(refused.getMessage().contains("connectionsAllowed"), refused.getMessage());
@@ -108,24 +111,71 @@ class AcceptorLimitsTest {
             first.close();
             await("the closed connection to leave", () -> acceptor.connectionCount() == 1);
             lease.transport().connect(address, new Client());
-            assertEquals(2, acceptor.connectionCount());
+            await("the new one counted", () -> acceptor.connectionCount() == 2);
         } finally {
             acceptor.stop();
         }
     }
 
+    /**
+     * Artemis's Connection is made once the RDMA connection is established; a broker that refuses it then (shutting
+     * down, say) closes the connection, which the client sees fail, and keeps no entry for it.
+     */
     @Test
-    void aBrokerThatRefusesTheConnectionLeavesNoEntryBehind() throws Exception {
+    void aBrokerThatRefusesTheConnectionClosesItAndLeavesNoEntryBehind() throws Exception {
         Broker broker = new Broker();
         broker.refuse = new IllegalStateException("the broker is shutting down");
         RdmaAcceptor acceptor = acceptor(broker, 61752, Map.of());
         acceptor.start();
         try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(TransportConfig.defaults())) {
             InetSocketAddress address = new InetSocketAddress(HOST, 61752);
-            FabricException refused = assertThrows(FabricException.class,
-                    () -> lease.transport().connect(address, new Client()));
-            assertTrue(refused.getMessage().contains("the broker is shutting down"), refused.getMessage());
-            assertEquals(0, acceptor.connectionCount(), "the refused connection stayed in the acceptor's table");
+            java.util.concurrent.CompletableFuture<FabricException> closed = new java.util.concurrent
+                    .CompletableFuture<>();
+            try {
+                lease.transport().connect(address, new Client() {
+                    @Override
+                    public void onClosed(RdmaChannel channel, FabricException cause) {
+                        closed.complete(cause);
+                    }
+                });
+                assertNotNull(closed.get(5, TimeUnit.SECONDS), "the client hears its connection fail");
+            } catch (FabricException closedFirst) {
+                // the close overtook connect's return: as good
+            }
+            await("the refused connection to leave", () -> acceptor.connectionCount() == 0);
+        } finally {
+            acceptor.stop();
+        }
+    }
+
+    /** A peer that never finishes connecting costs the broker no Connection: none is made before establishment. */
+    @Test
+    void noArtemisConnectionIsMadeBeforeTheRdmaConnectionIsEstablished() throws Exception {
+        Broker broker = new Broker();
+        RdmaAcceptor acceptor = acceptor(broker, 61753, Map.of());
+        acceptor.start();
+        TransportConfig impatient = TransportConfig.defaults().toBuilder()
+                .connectTimeout(java.time.Duration.ofSeconds(1)).build();
+        try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(impatient)) {
+            InetSocketAddress address = new InetSocketAddress(HOST, 61753);
+            // requests are accepted, the connections never established
+            FakeFabricSupplier.current().stallHandshakes(true);
+            Thread stalled = new Thread(() -> {
+                try {
+                    lease.transport().connect(address, new Client());
+                } catch (FabricException expected) {
+                    // the connect times out
+                }
+            });
+            stalled.start();
+            Thread.sleep(300);
+            assertEquals(0, broker.created.size(), "a Connection made for a peer that has not connected");
+            assertEquals(0, acceptor.connectionCount());
+            FakeFabricSupplier.current().stallHandshakes(false);
+            stalled.join(30_000);
+            lease.transport().connect(address, new Client());
+            await("a Connection once established", () -> broker.created.size() == 1);
+            assertEquals(1, acceptor.connectionCount());
         } finally {
             acceptor.stop();
         }

@@ -114,18 +114,12 @@ class ChannelFailureTest {
         FakeFabric fabric = new FakeFabric();
         try (RdmaTransport server = RdmaTransport.create(fabric, strict());
              RdmaTransport client = RdmaTransport.create(fabric, strict())) {
-            AtomicInteger calls = new AtomicInteger();
-            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
-                if (calls.incrementAndGet() == 1) {
-                    return null;
-                }
-                throw new IllegalStateException("broker is paused");
-            });
-            FabricException e = assertThrows(FabricException.class,
-                    () -> client.connect(s.localAddress(), new Peers.Recorder()));
-            assertTrue(e.getMessage().endsWith("refused by the application"), e.getMessage());
-            e = assertThrows(FabricException.class, () -> client.connect(s.localAddress(), new Peers.Recorder()));
-            assertTrue(e.getMessage().contains("broker is paused"), e.getMessage());
+            RdmaServer s = server.listen(Peers.serverAddress(), Peers.refusing("broker is paused"));
+            for (int i = 0; i < 2; i++) {
+                FabricException e = assertThrows(FabricException.class,
+                        () -> client.connect(s.localAddress(), new Peers.Recorder()));
+                assertTrue(e.getMessage().contains("refused by the application: broker is paused"), e.getMessage());
+            }
             assertEquals(0, server.channelCount());
             assertEquals(0, client.channelCount());
             assertEquals(2, s.stats().refused());
@@ -133,6 +127,39 @@ class ChannelFailureTest {
             assertEquals(0, s.stats().protocolErrors(), "the application's refusals are no protocol errors");
         }
         assertReleased(fabric);
+    }
+
+    /**
+     * The application's side of a connection is made only once it is established; refusing it then (returning null
+     * or throwing) closes the connection: the peer, connected already, sees it fail, and nothing stays behind.
+     */
+    @Test
+    void anApplicationThatRefusesAnEstablishedConnectionClosesIt() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, strict());
+             RdmaTransport client = RdmaTransport.create(fabric, strict())) {
+            AtomicInteger calls = new AtomicInteger();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                if (calls.incrementAndGet() == 1) {
+                    return null;
+                }
+                throw new IllegalStateException("broker is paused");
+            });
+            for (int i = 0; i < 2; i++) {
+                Peers.Recorder peer = new Peers.Recorder();
+                try {
+                    client.connect(s.localAddress(), peer);
+                } catch (FabricException closedFirst) {
+                    continue; // the close overtook connect's return: as good
+                }
+                assertNotNull(peer.closed.get(5, TimeUnit.SECONDS), "the peer hears its connection fail");
+            }
+            assertEquals(2, calls.get(), "asked once per established connection");
+            Peers.await("the server's channels released", 5000, () -> server.channelCount() == 0);
+            Peers.await("the client's channels released", 5000, () -> client.channelCount() == 0);
+            assertEquals(2, s.stats().accepted(), "the requests were accepted; the application closed them after");
+        }
+        fabric.assertNoViolations();
     }
 
     @Test

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
+import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 
@@ -36,13 +37,26 @@ public final class Connection implements AutoCloseable {
         this.clientSide = clientSide;
         serverTransport = RdmaTransport.create(fabric, serverConfig);
         clientTransport = RdmaTransport.create(fabric, clientConfig);
-        CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
-        server = serverTransport.listen(Peers.serverAddress(), ch -> {
-            accepted.complete(ch);
-            return serverSide;
+        CompletableFuture<RdmaChannel> admitted = new CompletableFuture<>();
+        CompletableFuture<RdmaChannel> established = new CompletableFuture<>();
+        // the server's channel as its request arrives: a test may hold rdma_cm's ESTABLISHED back
+        server = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
+            @Override
+            public void admit(RdmaChannel channel) {
+                admitted.complete(channel);
+            }
+
+            @Override
+            public ChannelHandler onAccepted(RdmaChannel channel) {
+                established.complete(channel);
+                return serverSide;
+            }
         });
         client = clientTransport.connect(server.localAddress(), clientSide);
-        serverChannel = accepted.get(5, TimeUnit.SECONDS);
+        serverChannel = admitted.get(5, TimeUnit.SECONDS);
+        if (!fabric.holdPassiveEstablished) {
+            established.get(5, TimeUnit.SECONDS); // both ends open, as a test expects of a connection
+        }
     }
 
     /** Closes both transports and checks that every resource went back and no rule was broken. */

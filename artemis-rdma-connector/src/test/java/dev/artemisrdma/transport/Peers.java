@@ -23,6 +23,40 @@ public final class Peers {
     private Peers() {
     }
 
+    /** An acceptor that refuses every request at once with {@code why}, which the peer reads as the reason. */
+    public static ChannelAcceptor refusing(String why) {
+        return new ChannelAcceptor() {
+            @Override
+            public void admit(RdmaChannel channel) {
+                throw new IllegalStateException(why);
+            }
+
+            @Override
+            public ChannelHandler onAccepted(RdmaChannel channel) {
+                throw new AssertionError("nothing was admitted, so nothing can be established");
+            }
+        };
+    }
+
+    /**
+     * An acceptor that hands {@code admitted} each channel when its request arrives (before it is established, so a
+     * test can follow a handshake that never ends) and gives every established one {@code handler}.
+     */
+    public static ChannelAcceptor admitting(java.util.function.Consumer<RdmaChannel> admitted,
+                                            ChannelHandler handler) {
+        return new ChannelAcceptor() {
+            @Override
+            public void admit(RdmaChannel channel) {
+                admitted.accept(channel);
+            }
+
+            @Override
+            public ChannelHandler onAccepted(RdmaChannel channel) {
+                return handler;
+            }
+        };
+    }
+
     public static InetSocketAddress serverAddress() {
         try {
             return new InetSocketAddress(InetAddress.getByAddress(new byte[] {10, 77, 0, 1}), 0);

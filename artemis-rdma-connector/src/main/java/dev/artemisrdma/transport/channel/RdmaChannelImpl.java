@@ -4,6 +4,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
@@ -103,7 +104,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     private final ChannelResources resources;
     private final ChannelLifecycle life;
 
-    private volatile ChannelHandler handler;
+    private final HandlerSlot handler;
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
@@ -133,7 +134,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         this.id = id;
         this.remote = remote;
         this.local = local;
-        this.handler = handler;
+        this.handler = new HandlerSlot(handler);
         this.slots = config.postedReceives();
         this.slotSize = config.slotSize();
         this.repostBatch = config.repostBatch();
@@ -208,8 +209,17 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return config.completionEntriesPerConnection(shared.shares());
     }
 
-    public void setHandler(ChannelHandler handler) {
-        this.handler = handler;
+    /**
+     * Passive side: the handler is made by {@code factory} once the connection is established, not when the request
+     * arrives, so that a peer that never finishes connecting costs the application nothing (see {@link HandlerSlot}).
+     */
+    public void createHandlerOnEstablished(Function<RdmaChannel, ChannelHandler> factory) {
+        handler.makeOnEstablished(factory);
+    }
+
+    /** See {@link HandlerSlot#makeIfNeeded}; before the channel opens. */
+    private FabricException handlerReady() {
+        return handler.makeIfNeeded(this, remote, () -> life.state() == ChannelState.CONNECTING);
     }
 
     /**
@@ -372,9 +382,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     private void onEstablished() {
+        FabricException refused = handlerReady();
         lock.lock();
         try {
             life.established();
+            if (refused != null) {
+                life.fail(refused);
+            }
         } finally {
             lock.unlock();
         }
@@ -394,6 +408,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         if (life.state() != ChannelState.CONNECTING || status != WcStatus.SUCCESS) {
             return; // an open channel's completions leave here after one volatile read
         }
+        FabricException refused = handlerReady();
         lock.lock();
         try {
             if (!life.mayOpenOnPeerFrame()) {
@@ -402,6 +417,9 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             LOG.debug("channel {}: the peer's first frame arrived before rdma_cm's ESTABLISHED event; open now", id);
             resources.queuePair().establishedByPeer();
             life.established();
+            if (refused != null) {
+                life.fail(refused);
+            }
         } finally {
             lock.unlock();
         }
@@ -746,6 +764,19 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return life.state();
     }
 
+    /**
+     * Why the channel is closing or closed, null for a clean local close (for tests: a channel that was never
+     * established has no handler to tell).
+     */
+    FabricException closeCause() {
+        lock.lock();
+        try {
+            return life.cause();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
     boolean drainTimedOut() {
         lock.lock();
@@ -865,8 +896,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     private void deliver(ByteBuffer frame) {
+        ChannelHandler h = handler.get();
+        if (h == null) {
+            return; // a connection that failed before it was established: the application never accepted it
+        }
         try {
-            handler.onFrame(this, frame);
+            h.onFrame(this, frame);
         } catch (RuntimeException | Error e) {
             if (HANDLER_FAILED.admit()) {
                 LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, describe(remote),
@@ -1011,7 +1046,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     private void callbacks(boolean delivered, boolean notifyWritable, boolean notifyClosed) {
-        ChannelHandler h = handler;
+        ChannelHandler h = handler.get();
+        if (h == null) {
+            delivered = false; // not established yet: nothing was delivered, nobody is owed writability
+            notifyWritable = false;
+        }
         try {
             if (delivered && !notifyClosed) {
                 h.onEndOfBatch(this);
@@ -1041,7 +1080,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         }
         transport.channelClosed(this);
         life.closedNotified();
-        ChannelHandler h = handler;
+        ChannelHandler h = handler.takeForNotice();
         if (h != null && !notice.silent()) {
             try {
                 h.onClosed(this, notice.cause());

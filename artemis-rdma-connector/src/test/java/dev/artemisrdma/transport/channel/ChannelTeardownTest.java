@@ -93,7 +93,7 @@ class ChannelTeardownTest {
         FakeFabric fabric = new FakeFabric();
         try (RdmaTransport server = RdmaTransport.create(fabric, config);
              RdmaTransport client = RdmaTransport.create(fabric, config)) {
-            RdmaServer listener = server.listen(Peers.serverAddress(), ch -> null); // refuses everyone
+            RdmaServer listener = server.listen(Peers.serverAddress(), Peers.refusing("closed to all"));
             Peers.Recorder handler = new Peers.Recorder();
             assertThrows(FabricException.class, () -> client.connect(listener.localAddress(), handler));
             int channelMemory = (config.receiveSlots() + 1) * config.slotSize()

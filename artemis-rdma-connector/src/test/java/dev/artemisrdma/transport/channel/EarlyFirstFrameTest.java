@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport.channel;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
@@ -99,8 +100,11 @@ class EarlyFirstFrameTest {
         Peers.Recorder client = new Peers.Recorder();
         Duration deadline = Duration.ofMillis(300);
         try (Connection c = new Connection(fabric, strict(deadline), strict(deadline), server, client)) {
-            FabricException why = server.closed.get(5, java.util.concurrent.TimeUnit.SECONDS);
+            RdmaChannelImpl serverChannel = (RdmaChannelImpl) c.serverChannel;
+            Peers.await("the deadline to release the server's channel", 5000, serverChannel::isClosed);
+            FabricException why = serverChannel.closeCause();
             assertTrue(why != null && why.getMessage().contains("did not complete its handshake"), String.valueOf(why));
+            assertFalse(server.closed.isDone(), "never established: the application never saw it");
         }
     }
 }
