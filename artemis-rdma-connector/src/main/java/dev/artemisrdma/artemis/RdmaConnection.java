@@ -315,6 +315,15 @@ final class RdmaConnection implements Connection, ChannelHandler {
     // So that listener is never registered: isWritable waits in place (on a signal, bounded) and answers true, and
     // the manager re-submits its flusher to its own executor, which sends again once the channel drained.
     //
+    // Why by name, and not by a rule for every listener: no thread of ours can run this listener safely. Its resume
+    // runs the manager's flusher inline (a single-consumer queue, guarded by plain flags) and Artemis asserts it runs
+    // on the replication executor (checkEventLoop), which Artemis picks itself (Netty's event loop for a
+    // NettyConnection, its own ordered executor otherwise) and which the SPI does not expose. Calling every listener
+    // on an ordered executor per connection, with this check removed, was tried on FakeFabric: the initial sync of
+    // ReplicationOverRdmaTest stalled ("the backup never finished its initial sync"). Every other listener Artemis
+    // registers (ServerConsumerImpl, BridgeImpl) only schedules work on its own executor, so any thread suits it, and
+    // waiting in place for those would hold a queue's delivery behind one slow consumer.
+    //
     // blockUntilWritable waits on the same signal, never spins, and never waits on the completion loop thread: that
     // thread is the only one that can make the channel writable, so there it just answers.
 
