@@ -152,12 +152,12 @@ class AcceptorLimitsTest {
     @Test
     void noArtemisConnectionIsMadeBeforeTheRdmaConnectionIsEstablished() throws Exception {
         Broker broker = new Broker();
-        RdmaAcceptor acceptor = acceptor(broker, 61753, Map.of());
+        RdmaAcceptor acceptor = acceptor(broker, 61754, Map.of());
         acceptor.start();
         TransportConfig impatient = TransportConfig.defaults().toBuilder()
                 .connectTimeout(java.time.Duration.ofSeconds(1)).build();
         try (RdmaRuntime.Lease lease = RdmaRuntime.acquire(impatient)) {
-            InetSocketAddress address = new InetSocketAddress(HOST, 61753);
+            InetSocketAddress address = new InetSocketAddress(HOST, 61754);
             // requests are accepted, the connections never established
             FakeFabricSupplier.current().stallHandshakes(true);
             Thread stalled = new Thread(() -> {

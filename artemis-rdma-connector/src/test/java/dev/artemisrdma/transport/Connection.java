@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 
@@ -40,18 +39,8 @@ public final class Connection implements AutoCloseable {
         CompletableFuture<RdmaChannel> admitted = new CompletableFuture<>();
         CompletableFuture<RdmaChannel> established = new CompletableFuture<>();
         // the server's channel as its request arrives: a test may hold rdma_cm's ESTABLISHED back
-        server = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
-            @Override
-            public void admit(RdmaChannel channel) {
-                admitted.complete(channel);
-            }
-
-            @Override
-            public ChannelHandler onAccepted(RdmaChannel channel) {
-                established.complete(channel);
-                return serverSide;
-            }
-        });
+        server = serverTransport.listen(Peers.serverAddress(),
+                Peers.admitting(admitted::complete, established::complete, serverSide));
         client = clientTransport.connect(server.localAddress(), clientSide);
         serverChannel = admitted.get(5, TimeUnit.SECONDS);
         if (!fabric.holdPassiveEstablished) {

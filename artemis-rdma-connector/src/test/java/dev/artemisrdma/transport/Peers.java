@@ -44,6 +44,13 @@ public final class Peers {
      */
     public static ChannelAcceptor admitting(java.util.function.Consumer<RdmaChannel> admitted,
                                             ChannelHandler handler) {
+        return admitting(admitted, established -> { }, handler);
+    }
+
+    /** As {@link #admitting(java.util.function.Consumer, ChannelHandler)}, also telling {@code established}. */
+    public static ChannelAcceptor admitting(java.util.function.Consumer<RdmaChannel> admitted,
+                                            java.util.function.Consumer<RdmaChannel> established,
+                                            ChannelHandler handler) {
         return new ChannelAcceptor() {
             @Override
             public void admit(RdmaChannel channel) {
@@ -52,6 +59,7 @@ public final class Peers {
 
             @Override
             public ChannelHandler onAccepted(RdmaChannel channel) {
+                established.accept(channel);
                 return handler;
             }
         };

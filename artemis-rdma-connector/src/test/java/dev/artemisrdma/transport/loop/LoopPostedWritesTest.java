@@ -49,6 +49,8 @@ class LoopPostedWritesTest {
             for (int i = 0; i < 10; i++) {
                 assertEquals(Peers.crc(Peers.payload(8, i, 300)), clientSide.crcs.get(i), "frame " + i);
             }
+            // the fake delivers inside the post, so the peer can see the frames before the loop counts its post
+            Peers.await("the loop's post counted", 5000, () -> served.stats().postCalls() > postsBefore);
             TransportStats after = served.stats();
             assertEquals(postsBefore + 1, after.postCalls(), "the loop posted the ten writes as one list: " + after);
             assertEquals(10, after.framesPacked(), after.toString());
