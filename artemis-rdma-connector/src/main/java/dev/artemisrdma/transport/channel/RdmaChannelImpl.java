@@ -385,12 +385,17 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         FabricException refused = handlerReady();
         lock.lock();
         try {
-            life.established();
-            if (refused != null) {
-                life.fail(refused);
-            }
+            openLocked(refused);
         } finally {
             lock.unlock();
+        }
+    }
+
+    /** Opens the channel (under the lock); one whose handler the application refused fails at once. */
+    private void openLocked(FabricException refused) {
+        life.established();
+        if (refused != null) {
+            life.fail(refused);
         }
     }
 
@@ -416,10 +421,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             }
             LOG.debug("channel {}: the peer's first frame arrived before rdma_cm's ESTABLISHED event; open now", id);
             resources.queuePair().establishedByPeer();
-            life.established();
-            if (refused != null) {
-                life.fail(refused);
-            }
+            openLocked(refused);
         } finally {
             lock.unlock();
         }

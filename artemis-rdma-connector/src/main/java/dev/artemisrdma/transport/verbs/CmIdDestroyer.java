@@ -6,9 +6,11 @@ import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
 
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Destroys the rdma_cm ids of closed connections on threads of its own, so that no completion loop and no closer
@@ -39,8 +41,7 @@ final class CmIdDestroyer {
     private final ThreadPoolExecutor threads;
     private final AtomicInteger pending = new AtomicInteger();
     /** What runs once nothing is pending any more (see {@link #whenIdle}); taken by whoever runs it. */
-    private final java.util.concurrent.atomic.AtomicReference<Runnable> onIdle =
-            new java.util.concurrent.atomic.AtomicReference<>();
+    private final AtomicReference<Runnable> onIdle = new AtomicReference<>();
 
     CmIdDestroyer() {
         AtomicInteger n = new AtomicInteger();
@@ -75,14 +76,10 @@ final class CmIdDestroyer {
                 }
             }
         };
-        if (threads.isShutdown()) {
-            timed.run();
-            return;
-        }
         try {
             threads.execute(timed);
-        } catch (java.util.concurrent.RejectedExecutionException e) {
-            timed.run(); // shut down meanwhile
+        } catch (RejectedExecutionException e) {
+            timed.run(); // drained: nothing may be left behind
         }
     }
 

@@ -245,11 +245,6 @@ public final class VerbsFabric implements Fabric {
         idDestroyer.destroy(destroyId, what);
     }
 
-    /** rdma_cm ids handed over for destruction and not destroyed yet (for tests and the fabric's close). */
-    int idsBeingDestroyed() {
-        return idDestroyer.pending();
-    }
-
     /** Tracks a queue pair for device events while it lives. */
     void track(VerbsQueuePair qp, int port) {
         router.register(qp, qp.device().name(), port, qp::notifyDeviceEvent);

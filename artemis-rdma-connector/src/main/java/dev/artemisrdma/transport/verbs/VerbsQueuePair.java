@@ -153,13 +153,17 @@ final class VerbsQueuePair implements QueuePair {
      * that received a DREQ sends the DREP; on one that already answered it fails with EINVAL, which is fine.
      */
     private void answerDisconnect() {
-        if (fabric.isPortDown(device, id.portNumber())) {
-            return; // nothing goes through a port that is down (see VerbsFabric.isPortDown)
+        if (!fabric.isPortDown(device, id.portNumber())) { // nothing goes through a port that is down
+            rdmaDisconnect();
         }
+    }
+
+    /** rdma_disconnect: a DREQ, or the DREP to the peer's; EINVAL when there is nothing (left) to disconnect. */
+    private void rdmaDisconnect() {
         try {
             id.disconnect();
         } catch (VerbsException e) {
-            LOG.debug("answering the DREQ of {} on queue pair {}: {}", describePeer(), qp.qpNumber(), e.getMessage());
+            LOG.debug("rdma_disconnect of queue pair {} to {}: {}", qp.qpNumber(), describePeer(), e.getMessage());
         }
     }
 
@@ -308,12 +312,7 @@ final class VerbsQueuePair implements QueuePair {
             }
             return;
         }
-        try {
-            id.disconnect();
-        } catch (VerbsException e) {
-            // EINVAL when the connection never got established or already went down: nothing to disconnect
-            LOG.debug("rdma_disconnect of queue pair {} to {}: {}", qp.qpNumber(), describePeer(), e.getMessage());
-        }
+        rdmaDisconnect();
     }
 
     @Override
