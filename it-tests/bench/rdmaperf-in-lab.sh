@@ -67,12 +67,12 @@ fi
 server=$!
 sleep 6
 
-# layer mode size iters [warmup]: prints the RESULT line with min_us=..., cpu_us_per_msg=... (the client's CPU over
+# layer mode size iters [warmup [cold]]: prints the RESULT line with min_us=..., cpu_us_per_msg=... (the client's CPU over
 # its measured window), jit_ms=... (its JIT compiling in that window) and server_cpu_us_per_msg=... (the server's
 # CPU over the whole connection, warmup included, per message it received) appended
 rdmaperf() {
   local all ticks_before ticks_after w="${5:-$warmup}" extra=()
-  if [ "$1" = transport ] && [ "$settle" != 0 ]; then extra=(--settle "$settle"); fi
+  if [ "$1" = transport ] && [ "$settle" != 0 ] && [ "${6:-}" != cold ]; then extra=(--settle "$settle"); fi
   ticks_before="$(proc_ticks $server)"
   all="$("$java_bin" "${jvm[@]}" dev.artemisrdma.tools.RdmaPerf client --connect "$addr" --port 19000 \
     --layer "$1" --mode "$2" --size "$3" --iters "$4" --warmup "$w" "${extra[@]}" 2>>"$out/rdmaperf-client.log")"
@@ -93,6 +93,10 @@ median() { printf '%s\n' "$@" | grep . | sort -g | awk '{a[NR] = $1} END {if (NR
 lowest() { printf '%s\n' "$@" | grep . | sort -g | head -1; }
 
 table="$out/rdmaperf-table.txt"
+# latency settled and cold, p50 / p99, each against ib_send_lat's (medians of the rounds)
+latency_table="$out/rdmaperf-latency.txt"
+printf "%-8s | %-25s | %-39s | %-39s\n" size "ib_send_lat p50 / p99" "transport settled p50 / p99 (x ib)" \
+  "transport cold p50 / p99 (x ib)" > "$latency_table"
 cpu_table="$out/rdmaperf-cpu.txt"
 rounds_file="$out/rdmaperf-rounds.txt" # every round's message rate, to judge the spread behind each median
 : > "$rounds_file"
@@ -112,14 +116,31 @@ for size in $sizes; do
     # rounds of ib_send_lat, verbs, transport, interleaved: the lab drifts within a boot, so each tool sees the same
     # drift; the table shows the median of the rounds' medians and the lowest minimum
     n="$(lat_iters_for $size)"; w="$(lat_warmup_for $size)"
-    ib_typs=(); ib_mins=(); v50s=(); t50s=(); tmins=()
+    # the transport twice a round: settled (after its rehearsal windows, when SETTLE is on) and cold (a fresh
+    # client measured after the warm-up count alone, as a broker's request/reply traffic meets it); p99 beside p50
+    ib_typs=(); ib_mins=(); ib99s=(); v50s=(); t50s=(); tmins=(); t99s=(); c50s=(); c99s=()
     for round in $(seq "$rounds"); do
       ib="$(lat_row $size)"
       ib_typs+=("$(echo "$ib" | awk '{print $5}')"); ib_mins+=("$(echo "$ib" | awk '{print $3}')")
+      ib99s+=("$(echo "$ib" | awk '{print $8}')")
       v="$(rdmaperf verbs lat $size $n $w)"; t="$(rdmaperf transport lat $size $n $w)"
-      echo "round $round: ib_send_lat typical ${ib_typs[-1]} us"; echo "$v"; echo "$t"
+      c="$(rdmaperf transport lat $size $n $w cold)"
+      echo "round $round: ib_send_lat typical ${ib_typs[-1]} us, 99% ${ib99s[-1]} us"; echo "$v"; echo "$t"
+      echo "cold: $c"
       v50s+=("$(field "$v" p50_us)"); t50s+=("$(field "$t" p50_us)"); tmins+=("$(field "$t" min_us)")
+      t99s+=("$(field "$t" p99_us)"); c50s+=("$(field "$c" p50_us)"); c99s+=("$(field "$c" p99_us)")
+      echo "lat $size $round ib_send_lat=${ib_typs[-1]}/${ib99s[-1]} settled=${t50s[-1]}/${t99s[-1]}" \
+        "cold=${c50s[-1]}/${c99s[-1]}" >> "$rounds_file"
     done
+    ib99="$(median "${ib99s[@]}")"; t99="$(median "${t99s[@]}")"
+    c50="$(median "${c50s[@]}")"; c99="$(median "${c99s[@]}")"
+    csv lat $size ib_send_lat p99_us "$ib99"; csv lat $size transport p99_us "$t99"
+    csv lat $size transport-cold p50_us "$c50"; csv lat $size transport-cold p99_us "$c99"
+    awk -v s=$size -v ib="$(median "${ib_typs[@]}")" -v ib99="$ib99" -v t="$(median "${t50s[@]}")" -v t99="$t99" \
+      -v c="$c50" -v c99="$c99" 'BEGIN {
+      printf "%-8s | %9s / %9s us | %9s / %9s us (%5.2fx / %5.2fx) | %9s / %9s us (%5.2fx / %5.2fx)\n", s, ib, ib99,
+        t, t99, (ib > 0 ? t / ib : 0), (ib99 > 0 ? t99 / ib99 : 0), c, c99, (ib > 0 ? c / ib : 0),
+        (ib99 > 0 ? c99 / ib99 : 0) }' >> "$latency_table"
     ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
     v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
     csv lat $size ib_send_lat p50_us "$ib_typ"; csv lat $size verbs p50_us "$v50"; csv lat $size transport p50_us "$t50"
@@ -171,9 +192,16 @@ echo "RdmaPerf vs perftest, one lab boot (latency: one-way, median of $rounds ro
 echo "bandwidth: message rates)"
 echo "ib_send_lat 64 B typical before/after: ${typical_before} / ${typical_after} us"
 cat "$table"
-if [[ " $modes " == *" bw "* ]]; then
+if [[ " $modes " == *" lat "* ]]; then
+  echo
+  echo "Latency (one-way), settled and cold, p50 / p99: medians of the rounds"
+  cat "$latency_table"
+fi
+if [[ " $modes " == *" bw "* ]] || [[ " $modes " == *" lat "* ]]; then
   echo
   cat "$rounds_file"
+fi
+if [[ " $modes " == *" bw "* ]]; then
   echo
   echo "CPU per message streamed (bw), both ends: perftest's two processes over their whole life / iterations;"
   echo "RdmaPerf's client over its measured window + its server over the connection (warmup included) / messages"

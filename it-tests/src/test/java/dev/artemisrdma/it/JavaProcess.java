@@ -200,6 +200,17 @@ public final class JavaProcess implements AutoCloseable {
         }
     }
 
+    /** With {@link Builder#keepOutput}: the lines kept from the {@code from}-th on (a count taken earlier). */
+    public List<String> keptSince(int from) {
+        List<String> all = List.copyOf(kept);
+        return all.subList(Math.min(from, all.size()), all.size());
+    }
+
+    /** With {@link Builder#keepOutput}: how many lines were kept so far (a mark for {@link #keptSince}). */
+    public int keptCount() {
+        return kept.size();
+    }
+
     /** With {@link Builder#keepOutput}: every kept line so far, each ended by a newline (all of it once exited). */
     public String output() throws InterruptedException {
         if (!process.isAlive()) {

@@ -2,6 +2,7 @@ package dev.artemisrdma.it.artemis;
 
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -88,6 +89,16 @@ final class HostileBroker implements AutoCloseable {
     /** Waits (bounded) for a line of the broker's output that {@code matches}; returns it, or null. */
     String awaitLine(Predicate<String> matches, long timeoutMillis) throws InterruptedException {
         return process.awaitLine(matches, timeoutMillis);
+    }
+
+    /** A mark in the broker's output, to count the lines an attack made it write ({@link #linesSince}). */
+    int outputMark() {
+        return process.keptCount();
+    }
+
+    /** The broker's output lines since {@code mark} (its log: our transport at INFO, the rest at WARN). */
+    List<String> linesSince(int mark) {
+        return process.keptSince(mark);
     }
 
     @Override

@@ -140,7 +140,7 @@ public final class HostileBrokerMain {
         ObjectName transport = names.iterator().next();
         for (String attribute : new String[] {"Connections", "ConnectionsAccepted", "ConnectionsRefused",
             "ProtocolErrors", "FramesReceived", "BytesReceived", "FramesSent", "RegisteredMemoryBytes",
-            "SendPoolBytes"}) {
+            "SendPoolBytes", "Loops", "SharedReceivePools", "SharedReceivePoolBytes"}) {
             s.put(Character.toLowerCase(attribute.charAt(0)) + attribute.substring(1),
                     mbeans.getAttribute(transport, attribute));
         }

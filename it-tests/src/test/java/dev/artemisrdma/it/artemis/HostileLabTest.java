@@ -26,7 +26,6 @@ import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
 import jakarta.jms.Session;
-import jakarta.jms.TextMessage;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -50,30 +49,17 @@ class HostileLabTest {
     private static final long MAX_REGISTERED = 16 << 20;
     private static final String BOUNDS = "maxReassemblyBytes=256k&reassemblyMemory=512k&reassemblyTimeout=10s"
             + "&handshakeTimeout=2s&maxRegisteredMemory=16m&receiveSlots=32";
-    /**
-     * Heap a broker may need beyond its baseline and the reassembly bound while attacked: the attackers' connection
-     * objects, Artemis's per-connection state, the checking clients' sessions. The unbounded reassembly of old pinned
-     * 60 MiB for one 16 KiB SEND.
-     */
-    private static final long HEAP_SLACK = 24 << 20;
-
     private HostileBroker broker;
+    private AttackedBroker attacked;
     private RdmaDevices devices;
     private ActiveMQConnectionFactory client;
     private String host;
     private int port;
-    private KernelRdmaObjects baseline;
-    private long heapBound;
-    private long heapPeak;
-    private long registeredPeak;
-    private int checks;
-    private final Map<String, String> figures = new LinkedHashMap<>();
 
     @Test
     void hostilePeersFailOnlyTheirOwnConnectionsAndTheBrokerServesOnWithinItsBounds() throws Exception {
         host = Lab.addr0();
         port = Lab.freshPort();
-        long start = System.nanoTime();
         try (HostileBroker b = HostileBroker.start(host, port, Files.createTempDirectory("hostile"), BOUNDS);
              RdmaDevices d = RdmaDevices.open();
              ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + host + ":" + port
@@ -81,38 +67,31 @@ class HostileLabTest {
             broker = b;
             devices = d;
             client = cf;
-            wellBehavedClientIsServed("warm-up"); // the broker's completion loop and send slabs exist from here on
-            largeMessagesServed("warm-up", 1, 300 << 10); // and the send slab of large buffers (held frames use it)
-            baseline = settledObjects();
-            long heapBaseline = broker.heap().get("heapAfterGc");
-            heapBound = heapBaseline + REASSEMBLY_MEMORY + HEAP_SLACK;
-            figures.put("baseline", "heap after GC " + mib(heapBaseline) + ", kernel objects " + baseline
-                    + " (e.g. " + baseline.sample() + ")");
-            broker.resetPeak();
+            attacked = new AttackedBroker(b, cf, MAX_REGISTERED);
+            try {
+                attacked.wellBehavedClientIsServed("warm-up"); // the broker's completion loop and send slabs exist
+                largeMessagesServed("warm-up", 1, 300 << 10); // and the send slab of large buffers (held frames)
+                attacked.baseline(REASSEMBLY_MEMORY);
 
-            hugeFrameClaims();
-            endlessFragments();
-            heldFramesHitTheReassemblyBudgetAndTheirDeadline();
-            garbageHeaders();
-            zeroLengthAndHeaderlessSends();
-            moreSendsThanCredits();
-            creditFlood();
-            bogusHandshakeValues();
-            handshakesNeverCompleted();
+                hugeFrameClaims();
+                endlessFragments();
+                heldFramesHitTheReassemblyBudgetAndTheirDeadline();
+                garbageHeaders();
+                zeroLengthAndHeaderlessSends();
+                moreSendsThanCredits();
+                creditFlood();
+                bogusHandshakeValues();
+                handshakesNeverCompleted();
 
-            Map<String, Long> end = broker.heap();
-            figures.put("end", "heap after GC " + mib(end.get("heapAfterGc")) + " (peak after any GC "
-                    + mib(end.get("peakHeapAfterGc")) + ", -Xmx " + mib(end.get("heapMax")) + "); protocol errors "
-                    + end.get("protocolErrors") + ", refused " + end.get("connectionsRefused") + ", accepted "
-                    + end.get("connectionsAccepted"));
-        } finally {
-            System.out.println("HostileLabTest figures (bounds: reassemblyMemory " + mib(REASSEMBLY_MEMORY)
-                    + ", maxRegisteredMemory " + mib(MAX_REGISTERED) + ", heap bound " + mib(heapBound) + "):");
-            figures.forEach((k, v) -> System.out.println("  " + k + ": " + v));
-            System.out.println("  peaks: heap after GC " + mib(heapPeak) + " of " + mib(heapBound)
-                    + " allowed; registered memory " + mib(registeredPeak) + " of " + mib(MAX_REGISTERED)
-                    + "; " + checks + " well-behaved clients served; "
-                    + TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - start) + " s");
+                Map<String, Long> end = broker.heap();
+                attacked.figure("end", "heap after GC " + mib(end.get("heapAfterGc")) + " (peak after any GC "
+                        + mib(end.get("peakHeapAfterGc")) + ", -Xmx " + mib(end.get("heapMax"))
+                        + "); protocol errors " + end.get("protocolErrors") + ", refused "
+                        + end.get("connectionsRefused") + ", accepted " + end.get("connectionsAccepted"));
+            } finally {
+                attacked.printSummary("HostileLabTest", "reassemblyMemory " + mib(REASSEMBLY_MEMORY)
+                        + ", maxRegisteredMemory " + mib(MAX_REGISTERED));
+            }
         }
     }
 
@@ -156,7 +135,7 @@ class HostileLabTest {
             }
         }
         Map<String, Long> held = broker.heap(); // while the two squatters' frames hold the whole reassemblyMemory
-        checkBounds("held frames (while held)", held);
+        attacked.checkBounds("held frames (while held)", held);
         // a well-behaved client's large messages go in chunks of about 100 KiB, each a fragmented frame that needs
         // reassembly room: the squatter above its fair share that began first is failed to make it, not the client
         // (before the fair-share rule the client's connection was failed, whichever connection it was)
@@ -187,7 +166,7 @@ class HostileLabTest {
                 assertArrayEquals(body, back, when + ": large message " + i);
             }
         }
-        checks++;
+        attacked.countCheck();
     }
 
     private void garbageHeaders() throws Exception {
@@ -255,7 +234,7 @@ class HostileLabTest {
         }
         long refused = broker.stats().get("connectionsRefused") - before.get("connectionsRefused");
         assertEquals(bogus.size(), refused, "connection requests refused");
-        afterAttack("bogus handshake values", bogus.size() + " connect requests refused with their reason");
+        attacked.afterAttack("bogus handshake values", bogus.size() + " connect requests refused with their reason");
     }
 
     private void handshakesNeverCompleted() throws Exception {
@@ -271,16 +250,17 @@ class HostileLabTest {
             // maxRegisteredMemory
             long deadline = System.currentTimeMillis() + 10_000;
             KernelRdmaObjects holding = KernelRdmaObjects.now();
-            while (holding.counts().get("qp") < baseline.counts().get("qp") + 2 * n
+            while (holding.counts().get("qp") < attacked.baseline().counts().get("qp") + 2 * n
                     && System.currentTimeMillis() < deadline) {
                 Thread.sleep(20);
                 holding = KernelRdmaObjects.now();
             }
-            figures.put("handshakes never completed (while held)", holding.toString());
+            attacked.figure("handshakes never completed (while held)", holding.toString());
+            KernelRdmaObjects baseline = attacked.baseline();
             assertEquals(baseline.counts().get("qp") + 2 * n, holding.counts().get("qp"), "queue pairs while held");
             assertTrue(holding.foreignRegisteredBytes() > baseline.foreignRegisteredBytes(), "the broker registered "
                     + "nothing for the held connections: " + holding);
-            registeredPeak = Math.max(registeredPeak, holding.foreignRegisteredBytes());
+            attacked.notePeakRegistered(holding.foreignRegisteredBytes());
             assertTrue(holding.foreignRegisteredBytes() <= MAX_REGISTERED, "registered while held: " + holding);
             for (RawVerbsPeer p : peers) {
                 String from = p.localAddress();
@@ -291,7 +271,7 @@ class HostileLabTest {
         } finally {
             peers.forEach(RawVerbsPeer::close);
         }
-        afterAttack("handshakes never completed", n + " connections released after handshakeTimeout");
+        attacked.afterAttack("handshakes never completed", n + " connections released after handshakeTimeout");
     }
 
     // --------------------------------------------------------------------------------------------- the checks
@@ -324,92 +304,10 @@ class HostileLabTest {
         } finally {
             peers.forEach(RawVerbsPeer::close);
         }
-        afterAttack(attack, peers.size() + " attacker(s) closed: " + String.join("; ", reasons));
-    }
-
-    /** The broker serves a well-behaved client over RDMA, within its bounds, and its kernel objects are back. */
-    private void afterAttack(String attack, String what) throws Exception {
-        wellBehavedClientIsServed(attack);
-        Map<String, Long> stats = broker.heap();
-        checkBounds(attack, stats);
-        KernelRdmaObjects now = settledObjects();
-        assertEquals(baseline.connectionObjects(), now.connectionObjects(), attack
-                + ": queue pairs, cm ids, completion queues and protection domains after the attackers left");
-        // idle send slabs may have been deregistered (30 s): fewer memory regions, never more. A slab the attack's
-        // traffic added beside the baseline's (the client's large messages in flight at once) is deregistered by
-        // the transport's trim, which runs every 30 s and takes slabs idle for 30 s: up to a minute. A leak stays.
-        long slabDeadline = System.currentTimeMillis() + 65_000;
-        while (!(now.memoryRegions() <= baseline.memoryRegions()
-                && now.foreignRegisteredBytes() <= baseline.foreignRegisteredBytes())
-                && System.currentTimeMillis() < slabDeadline) {
-            Thread.sleep(1_000);
-            now = KernelRdmaObjects.now();
-        }
-        assertTrue(now.memoryRegions() <= baseline.memoryRegions() && now.foreignRegisteredBytes()
-                <= baseline.foreignRegisteredBytes(), attack + ": memory regions " + now + " against baseline "
-                + baseline + " (a minute after the attackers left)");
-        figures.put(attack, what + "; heap after GC " + mib(stats.get("heapAfterGc")) + ", kernel " + now);
-    }
-
-    private void checkBounds(String when, Map<String, Long> stats) {
-        long heap = stats.get("heapAfterGc");
-        heapPeak = Math.max(heapPeak, heap);
-        assertTrue(heap <= heapBound, when + ": the broker's heap after GC is " + mib(heap) + ", above "
-                + mib(heapBound));
-        long registered = KernelRdmaObjects.now().foreignRegisteredBytes();
-        registeredPeak = Math.max(registeredPeak, registered);
-        assertTrue(registered <= MAX_REGISTERED, when + ": the broker process has " + registered
-                + " bytes registered (the kernel's count), above maxRegisteredMemory " + MAX_REGISTERED);
-        long ours = stats.get("registeredMemoryBytes") + stats.get("sendPoolBytes");
-        assertTrue(ours <= MAX_REGISTERED, when + ": the acceptor's transport reports " + ours + " bytes registered");
-        if (!when.endsWith("(while held)")) {
-            return;
-        }
-        figures.put(when, "heap after GC " + mib(heap) + ", registered " + mib(registered));
-    }
-
-    /** A JMS round trip through the broker; RDMA carried it: the acceptor's counters rose. */
-    private void wellBehavedClientIsServed(String after) throws Exception {
-        Map<String, Long> before = broker.stats();
-        String text = "served after " + after;
-        try (Connection connection = client.createConnection()) {
-            connection.start();
-            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
-            Queue queue = session.createQueue("hostile.check");
-            session.createProducer(queue).send(session.createTextMessage(text));
-            MessageConsumer consumer = session.createConsumer(queue);
-            TextMessage got = (TextMessage) consumer.receive(20_000);
-            assertNotNull(got, after + ": the well-behaved client got nothing back");
-            assertEquals(text, got.getText());
-        }
-        Map<String, Long> stats = broker.stats();
-        assertTrue(stats.get("connectionsAccepted") > before.get("connectionsAccepted")
-                && stats.get("framesReceived") - before.get("framesReceived") >= 5
-                && stats.get("bytesReceived") - before.get("bytesReceived") >= text.length(),
-                after + ": the acceptor's transport counters did not rise: " + before + " -> " + stats);
-        checks++;
-    }
-
-    /** The broker's kernel objects once its connections are gone and the counts have settled (bounded wait). */
-    private KernelRdmaObjects settledObjects() throws InterruptedException {
-        long deadline = System.currentTimeMillis() + 20_000;
-        while (broker.stats().get("connections") > 0 && System.currentTimeMillis() < deadline) {
-            Thread.sleep(100);
-        }
-        KernelRdmaObjects last = KernelRdmaObjects.now();
-        while (System.currentTimeMillis() < deadline) {
-            Thread.sleep(200);
-            KernelRdmaObjects now = KernelRdmaObjects.now();
-            if (now.sameAs(last) && (baseline == null || now.connectionObjects().equals(
-                    baseline.connectionObjects()))) {
-                return now;
-            }
-            last = now;
-        }
-        return last;
+        attacked.afterAttack(attack, peers.size() + " attacker(s) closed: " + String.join("; ", reasons));
     }
 
     private static String mib(long bytes) {
-        return String.format("%.1f MiB", bytes / 1048576.0);
+        return AttackedBroker.mib(bytes);
     }
 }

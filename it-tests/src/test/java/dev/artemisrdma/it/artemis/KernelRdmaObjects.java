@@ -21,7 +21,8 @@ import java.util.stream.Stream;
  * process. This JVM's are those whose {@code pid} is one of its live threads; everything else (the broker process's,
  * and any of ours whose thread is gone) counts as the broker's: an upper bound, which is what a bound check needs.
  */
-record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredBytes, String sample) {
+record KernelRdmaObjects(Map<String, Integer> counts, Map<String, Integer> foreignCounts, long foreignRegisteredBytes,
+                        String sample) {
 
     private static final String[] TYPES = {"pd", "cq", "qp", "cm_id", "mr"};
     private static final Pattern PID = Pattern.compile("\\bpid (\\d+)\\b");
@@ -30,15 +31,22 @@ record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredByte
     static KernelRdmaObjects now() {
         Set<Long> ours = ourThreads();
         Map<String, Integer> counts = new TreeMap<>();
+        Map<String, Integer> foreignCounts = new TreeMap<>();
         long foreign = 0;
         String sample = "";
         for (String type : TYPES) {
             int n = 0;
+            int notOurs = 0;
             for (String line : RdmaResources.run("rdma", "resource", "show", type).split("\n")) {
                 if (line.isBlank()) {
                     continue;
                 }
                 n++;
+                Matcher pid = PID.matcher(line);
+                boolean foreignLine = !pid.find() || !ours.contains(Long.parseLong(pid.group(1)));
+                if (foreignLine) {
+                    notOurs++;
+                }
                 if (!type.equals("mr")) {
                     continue;
                 }
@@ -46,15 +54,15 @@ record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredByte
                 if (!len.find()) {
                     throw new IllegalStateException("'rdma resource show mr' printed no mrlen: " + line);
                 }
-                Matcher pid = PID.matcher(line);
-                if (!pid.find() || !ours.contains(Long.parseLong(pid.group(1)))) {
+                if (foreignLine) {
                     foreign += Long.parseLong(len.group(1));
                     sample = line.trim();
                 }
             }
             counts.put(type, n);
+            foreignCounts.put(type, notOurs);
         }
-        return new KernelRdmaObjects(counts, foreign, sample);
+        return new KernelRdmaObjects(counts, foreignCounts, foreign, sample);
     }
 
     /** The objects connections own (qp, cm_id, cq) and the protection domains; memory regions are compared apart. */
@@ -62,6 +70,11 @@ record KernelRdmaObjects(Map<String, Integer> counts, long foreignRegisteredByte
         Map<String, Integer> objects = new TreeMap<>(counts);
         objects.remove("mr");
         return objects;
+    }
+
+    /** Objects of {@code type} not created by a live thread of this JVM: the broker's (an upper bound). */
+    int foreign(String type) {
+        return foreignCounts.get(type);
     }
 
     int memoryRegions() {

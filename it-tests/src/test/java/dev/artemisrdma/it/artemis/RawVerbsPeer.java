@@ -73,6 +73,15 @@ final class RawVerbsPeer implements AutoCloseable {
         return Handshake.encodeConnect(new Handshake.Params(SLOT, RECEIVES, 4096, 0));
     }
 
+    /**
+     * The handshake of a peer that states credit growth (so a shared pool serves it and reads its credit-wanted hints)
+     * but not recall: it never gives credits back unspent.
+     */
+    static byte[] growthWithoutRecallHandshake() {
+        return Handshake.encodeConnect(new Handshake.Params(SLOT, RECEIVES, 4096, Handshake.FEATURE_CREDIT_GROWTH,
+                RECEIVES));
+    }
+
     /** Resolves the route to {@code host:port} and builds the queue pair with every receive posted; not connected. */
     static RawVerbsPeer open(RdmaDevices devices, String host, int port) throws VerbsException {
         RdmaEventChannel events = new RdmaEventChannel();
@@ -168,9 +177,38 @@ final class RawVerbsPeer implements AutoCloseable {
 
     /** A SEND's bytes: a frame header, then {@code payload} zero bytes. */
     static byte[] frame(int flags, int creditsReturned, int lengthOrOffset, int payload) {
+        return frame(flags, 0, creditsReturned, lengthOrOffset, payload);
+    }
+
+    /** As {@link #frame(int, int, int, int)}, with {@code hints} ({@link FrameHeader#HINT_CREDIT_WANTED}). */
+    static byte[] frame(int flags, int hints, int creditsReturned, int lengthOrOffset, int payload) {
         ByteBuffer b = ByteBuffer.allocate(FrameHeader.LENGTH + payload);
-        FrameHeader.write(b, 0, flags, creditsReturned, lengthOrOffset);
+        FrameHeader.write(b, 0, flags, hints, creditsReturned, lengthOrOffset);
         return b.array();
+    }
+
+    /**
+     * A credit hog's round: spends every credit but the last on credit frames that ask for more
+     * ({@link FrameHeader#HINT_CREDIT_WANTED}), returning what it owes so the server can keep granting, then waits
+     * {@code millis} for the grants its hints earn. Returns the credits it holds afterwards.
+     */
+    int spendAskingForMore(long millis) throws Exception {
+        while (credits >= 2) {
+            int give = Math.min(owed, FrameHeader.MAX_CREDITS);
+            owed -= give;
+            send(frame(FrameHeader.CREDIT, FrameHeader.HINT_CREDIT_WANTED, give, 0, 0), false);
+        }
+        long deadline = System.currentTimeMillis() + millis;
+        do {
+            poll();
+            Thread.sleep(1);
+        } while (System.currentTimeMillis() < deadline && !lost);
+        return credits;
+    }
+
+    /** Whether a completion or a DISCONNECTED event said the server dropped us (looks once, without waiting). */
+    boolean lostNow() throws Exception {
+        return awaitLost(0);
     }
 
     /**

@@ -166,6 +166,16 @@ final class PairBroker implements AutoCloseable {
         return connector;
     }
 
+    /** The broker process's pid (for signals: SIGSTOP makes a backup that keeps its connection and reads nothing). */
+    long pid() {
+        return process.pid();
+    }
+
+    /** The broker's log so far (every line it printed since its first start). */
+    String log() throws java.io.IOException {
+        return java.nio.file.Files.readString(log);
+    }
+
     void kill() throws InterruptedException {
         process.kill();
     }

@@ -108,6 +108,85 @@ class PairsReplicationLabTest {
     }
 
     /**
+     * Issue 23, a stuck reader among broker pairs: the backup is stopped (SIGSTOP: its connection stays up, the kernel
+     * still acknowledges, it takes no frame and grants no credit) while the primary replicates 10 MiB of durable
+     * messages to it. Artemis detects slow replication only on Netty connections, so before unwritableTimeout the
+     * primary waited for such a backup for ever. Now the primary fails the replication connection once it stayed
+     * unwritable for unwritableTimeout (30 s), named in its log, before Artemis's connection TTL (60 s) could, and
+     * goes on alone: the producer's sends complete and a new one is served.
+     */
+    @Test
+    void aStuckBackupIsDroppedAfterUnwritableTimeoutAndThePrimaryGoesOn() throws Exception {
+        int portP = Lab.freshPort();
+        int portB = Lab.freshPort();
+        Path data = Files.createTempDirectory("pairs-stuck-backup");
+        Map<String, String> primaryProps = props("rdma.host", Lab.addr0(), "rdma.port", "" + portP,
+                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "replication.properties");
+        Map<String, String> backupProps = props("rdma.host", Lab.addr1(), "rdma.port", "" + portB,
+                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP, "properties", "replication.properties");
+        PairBroker primary = PairBroker.start("stuck-primary", "primary.xml", data.resolve("p"), false, primaryProps);
+        PairBroker backup = null;
+        try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + portP
+                + "?reconnectAttempts=0&blockOnDurableSend=false");
+             Connection connection = cf.createConnection()) {
+            backup = PairBroker.start("stuck-backup", "backup.xml", data.resolve("b"), false, backupProps);
+            backup.await("the initial sync", r -> r.get("replicaSync").equals("true"), 300);
+            primary.await("replication", r -> r.get("replication").equals("RdmaConnection"), 60);
+            signal("STOP", backup.pid());
+            long stoppedAt = System.nanoTime();
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("stuck.replication");
+            MessageProducer producer = session.createProducer(queue);
+            producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+            byte[] body = new byte[50 << 10];
+            for (int i = 0; i < 200; i++) { // 10 MiB, asynchronously: replication queues it toward the backup
+                BytesMessage m = session.createBytesMessage();
+                m.writeBytes(body);
+                producer.send(m);
+            }
+            Map<String, String> alone = primary.await("the primary on its own", r -> r.get("replication")
+                    .equals("none"), 90);
+            long droppedMillis = elapsedMillis(stoppedAt);
+            String log = primary.log();
+            String line = log.lines().filter(l -> l.contains("past unwritableTimeout")).findFirst().orElse(null);
+            System.out.printf("STUCK BACKUP: the primary dropped the stopped backup %d ms after its SIGSTOP: %s; %s%n",
+                    droppedMillis, line, alone);
+            assertTrue(line != null && line.contains(Lab.addr1()), "the primary did not fail the replication "
+                    + "connection for unwritableTimeout (log " + primary.warnings() + ")");
+            assertTrue(droppedMillis < 60_000, "the primary dropped the backup only after " + droppedMillis
+                    + " ms: Artemis's connection TTL, not unwritableTimeout");
+            // the primary goes on: a durable round trip on the queue the stuck replication held
+            producer.close();
+            connection.start();
+            try (Session check = connection.createSession(false, Session.AUTO_ACKNOWLEDGE)) {
+                MessageProducer p = check.createProducer(check.createQueue("stuck.after"));
+                p.setDeliveryMode(DeliveryMode.PERSISTENT);
+                p.send(check.createTextMessage("served"));
+                Message got = check.createConsumer(check.createQueue("stuck.after")).receive(20_000);
+                assertTrue(got != null, "the primary served nothing after dropping its backup");
+                int held = 0;
+                MessageConsumer consumer = check.createConsumer(queue);
+                while (consumer.receive(5_000) != null) {
+                    held++;
+                }
+                assertEquals(200, held, "durable messages sent while the backup was stuck");
+            }
+        } finally {
+            if (backup != null) {
+                signal("CONT", backup.pid());
+                backup.kill();
+            }
+            primary.close();
+            PairsLab.deleteTree(data);
+        }
+    }
+
+    private static void signal(String signal, long pid) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
+        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + pid);
+    }
+
+    /**
      * The whole scenario on one transport, the backup on {@code olderBackup}'s connector (null: this build's; only
      * then does the primary come back and take over again); returns the milliseconds from the kill to the
      * completed failover.
