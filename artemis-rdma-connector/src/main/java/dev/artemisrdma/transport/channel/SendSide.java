@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.DeviceLimits;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.PartialPostException;
@@ -63,6 +64,8 @@ final class SendSide {
     private int slotCapacity;
     /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
     private boolean immediateFragments;
+    /** The port's active MTU in bytes (0: unknown), to keep a frame's header from costing a packet of its own. */
+    private int pathMtu;
     /** Our device may send immediate data (not an iWARP one); known from {@link #attach}. */
     private boolean deviceSendsImmediate;
     private int peerMaxFrame;
@@ -133,6 +136,8 @@ final class SendSide {
         inlineDone = new PooledBuffer[budget];
         inlineLimit = config.maxInlineData() == 0 ? 0 : Math.min(config.maxInlineData(), caps.maxInlineData());
         deviceSendsImmediate = queuePair.device().supportsImmediateData();
+        DeviceLimits limits = queuePair.device().limits();
+        pathMtu = limits == null ? 0 : limits.activeMtu();
     }
 
     /**
@@ -340,13 +345,17 @@ final class SendSide {
      * The next fragment of the head frame. A frame larger than a slot's room behind an in-band header goes, to a peer
      * that reads them, in fragments of a whole slot with the header in immediate data; its first fragment returns no
      * credit, so it goes that way only while we hold more than the credit it spends (else in band: the last credit
-     * must return credit, and the fragments after it are immediate ones all the same).
+     * must return credit, and the fragments after it are immediate ones all the same). A frame of one SEND goes the
+     * same way, as a first fragment that is also the last, when its in-band header would cost a packet of its own
+     * ({@link #headerCostsAPacket}).
      */
     private void addFragment(PooledBuffer frame) {
         int offset = frame.sentOffset();
         boolean first = offset == 0;
-        boolean immediate = immediateFragments && deviceSendsImmediate && frame.frameLength() > fragmentCapacity
-                && (!first || credits.sendCredits() > 1);
+        boolean fragmented = frame.frameLength() > fragmentCapacity;
+        boolean immediate = immediateFragments && deviceSendsImmediate
+                && (fragmented ? !first || credits.sendCredits() > 1
+                        : first && credits.sendCredits() > 1 && headerCostsAPacket(frame.frameLength()));
         int n = Math.min(frame.frameLength() - offset, immediate ? slotCapacity : fragmentCapacity);
         boolean last = offset + n == frame.frameLength();
         addDataSend(frame, offset, n, last, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
@@ -358,6 +367,23 @@ final class SendSide {
             framesSent++;
             bytesSent += frame.frameLength();
         }
+    }
+
+    /**
+     * Whether the 8-byte in-band header makes a SEND of {@code frameLength} payload bytes one packet longer at the
+     * port's MTU: 1 KiB at RoCE MTU 1024 (ordinary 1500-byte Ethernet) is one packet, 1,032 bytes are two, and on
+     * the wire that second packet costs a round trip about what the first does (ib_send_lat's 1 KiB SEND is one). Such a
+     * frame goes with its header in the immediate data, where the peer reads it (handshake feature 2, which every
+     * build with immediate fragments states: their receivers take a first fragment as the whole frame when the SEND
+     * is that long). The price: the SEND returns no credit, so what we owe rides on a later SEND (or a credit frame at
+     * creditThreshold). An unknown MTU (0) never changes anything.
+     */
+    private boolean headerCostsAPacket(int frameLength) {
+        if (pathMtu <= 0 || frameLength <= 0) {
+            return false;
+        }
+        int tail = frameLength % pathMtu;
+        return tail == 0 || tail > pathMtu - FrameHeader.LENGTH;
     }
 
     /**

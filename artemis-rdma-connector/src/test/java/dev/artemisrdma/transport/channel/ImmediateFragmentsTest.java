@@ -59,6 +59,32 @@ class ImmediateFragmentsTest {
         }
     }
 
+    /**
+     * Issue 24: at RoCE MTU 1024 (the fake's port, as on 1500-byte Ethernet) a 1 KiB frame must stay one packet, as
+     * ib_send_lat's 1 KiB SEND is: where the in-band header would push a SEND past a multiple of the MTU, the frame
+     * goes as one SEND with its header in the immediate data; where it would not, in band as before.
+     */
+    @Test
+    void aFrameWhoseHeaderWouldCostAPacketGoesWithItsHeaderInImmediateData() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            int[] sizes = {1024, 1017, 1016, 2048, 1000, 2040, 3 * 1024 + 1020, 1};
+            int[] immediate = {1, 1, 0, 1, 0, 0, 1, 0};
+            for (int i = 0; i < sizes.length; i++) {
+                TransportStats before = c.client.stats();
+                byte[] frame = Peers.payload(24, i, sizes[i]);
+                c.client.write(ByteBuffer.wrap(frame), true);
+                int n = i + 1;
+                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n);
+                assertEquals(Peers.crc(frame), c.serverSide.crcs.get(i), "frame " + i + " of " + sizes[i] + " bytes");
+                TransportStats after = c.client.stats();
+                assertEquals(1, dataSends(after) - dataSends(before), sizes[i] + " bytes: one SEND");
+                assertEquals(immediate[i], after.immediateSends() - before.immediateSends(), sizes[i] + " bytes at "
+                        + "MTU 1024");
+            }
+            assertEquals(0, c.fabric.violations().size(), c.fabric.violations().toString());
+        }
+    }
+
     @Test
     void largeFramesBothWaysThroughASmallWindowArriveWholeAndInOrder() throws Exception {
         // a window of 4 per-connection receives: the first fragment often meets the last spare credit and goes with

@@ -282,11 +282,10 @@ class SharedReceiveQueueTest {
             for (int f = 2000; f < 2003; f++) {
                 a.write(ByteBuffer.wrap(Peers.payload(1, f, 200)), false);
             }
-            long recallsBeforeC = pool.recalls();
+            // (which path C took is not asserted: the loop's tick may start the recall between any two lines here;
+            // a full pool that refused C without a recall would fail the recall count below)
             RdmaChannel c = client.connect(s.localAddress(), new Peers.Recorder());
-            assertTrue(pool.admissionsRefused >= 1 || recallsBeforeC >= 1,
-                    "C came to a full pool, or after the recall that B's grant started: " + pool);
-            assertTrue(pool.recalls() >= 1, pool.toString());
+            assertTrue(pool.recalls() >= 1, "C was admitted without a recall: " + pool);
             // A gave back what it held beyond the minimum (less what was still on its way back to it)
             assertTrue(pool.creditsReleased() >= 8, "credits A gave back: " + pool.creditsReleased());
             // what operators see (artemis.rdma.shared.receive.recalls() and .credits.recalled)
