@@ -1,5 +1,6 @@
 package dev.artemisrdma.it.artemis;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -8,11 +9,14 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
+import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.MessageConsumer;
+import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
 import jakarta.jms.Session;
 import jakarta.jms.TextMessage;
@@ -162,6 +166,32 @@ final class AttackedBroker {
                 && stats.get("framesReceived") - before.get("framesReceived") >= 5
                 && stats.get("bytesReceived") - before.get("bytesReceived") >= text.length(),
                 after + ": the acceptor's transport counters did not rise: " + before + " -> " + stats);
+        checks++;
+    }
+
+    /** {@code count} JMS messages of {@code size} bytes (Artemis large messages) through the broker, intact. */
+    void largeMessagesServed(String when, int count, int size) throws Exception {
+        byte[] body = new byte[size];
+        new Random(size).nextBytes(body);
+        try (Connection connection = client.createConnection()) {
+            connection.start();
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("hostile.large");
+            MessageProducer producer = session.createProducer(queue);
+            for (int i = 0; i < count; i++) {
+                BytesMessage m = session.createBytesMessage();
+                m.writeBytes(body);
+                producer.send(m);
+            }
+            MessageConsumer consumer = session.createConsumer(queue);
+            for (int i = 0; i < count; i++) {
+                BytesMessage got = (BytesMessage) consumer.receive(20_000);
+                assertNotNull(got, when + ": large message " + i + " did not come back");
+                byte[] back = new byte[(int) got.getBodyLength()];
+                got.readBytes(back);
+                assertArrayEquals(body, back, when + ": large message " + i);
+            }
+        }
         checks++;
     }
 

@@ -55,6 +55,7 @@ class FairnessLabTest {
     private static final long MAX_REGISTERED = 1L << 30; // maxRegisteredMemory's default
     private static final long REASSEMBLY_MEMORY = 256L << 20; // reassemblyMemory's default
     private static final int PENDING_PER_SOURCE = 64; // maxPendingConnectionsPerSource's default
+    private static final int LARGE_MESSAGES = Integer.getInteger("fairness.largeMessages", 200);
     /**
      * Lines one kind of peer-triggered event may cost the log: 10 per 10 s, then one summary (README, "Limits and
      * protection"). An attack of N s may write at most this many per kind per started 10 s, plus the window it
@@ -93,6 +94,7 @@ class FairnessLabTest {
 
                 creditHogs();
                 creditViolatorAmongStreams();
+                reassemblySquatters();
                 connectionFlood();
                 stuckReader();
 
@@ -221,6 +223,52 @@ class FairnessLabTest {
         drain("fair.stream");
         linesBounded("credit violator", mark, started, 4);
         attacked.afterAttack("credit violator", "20 streams with rnrRetryCount=0 unharmed");
+    }
+
+    /**
+     * 4 peers each leave a frame of 32 MiB + 1 byte unfinished (all but its last fragment sent), holding reassembly
+     * memory for the full reassemblyTimeout (30 s), while a well-behaved client sends {@value #LARGE_MESSAGES} JMS
+     * messages of 1 MiB (Artemis large messages: chunks of about 100 KiB, each a fragmented frame that needs
+     * reassembly room): all delivered, intact; only the squatters fail.
+     */
+    private void reassemblySquatters() throws Exception {
+        int mark = broker.outputMark();
+        long started = System.nanoTime();
+        int frame = (32 << 20) + 1;
+        List<RawVerbsPeer> squatters = new ArrayList<>();
+        try {
+            for (int i = 0; i < 4; i++) {
+                RawVerbsPeer p = RawVerbsPeer.open(devices, pooled, port);
+                squatters.add(p);
+                p.connect(RawVerbsPeer.honestHandshake());
+            }
+            int payload = squatters.get(0).fragmentPayload();
+            for (RawVerbsPeer p : squatters) {
+                p.fragment(true, false, frame, payload);
+                for (int offset = payload; offset + payload < frame; offset += payload) {
+                    p.fragment(false, false, offset, payload);
+                }
+            }
+            long heldMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+            Map<String, Long> held = broker.heap();
+            attacked.checkBounds("reassembly squatters (while held)", held);
+            long t0 = System.nanoTime();
+            attacked.largeMessagesServed("while 4 squatters hold 128 MiB of reassembly", LARGE_MESSAGES, 1 << 20);
+            attacked.figure("reassembly squatters (served)", "4 frames of 32 MiB + 1 left unfinished in " + heldMillis
+                    + " ms; " + LARGE_MESSAGES + " messages of 1 MiB served meanwhile in "
+                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) + " ms");
+            for (RawVerbsPeer p : squatters) {
+                String from = p.localAddress();
+                assertTrue(p.awaitLost(60_000), "the broker did not fail the squatter " + from);
+                assertNotNull(broker.awaitLine(l -> l.contains(from) && (l.contains("reassemblyTimeout")
+                        || l.contains("fair share")), 10_000), "the broker logged no reason for failing " + from);
+            }
+        } finally {
+            squatters.forEach(RawVerbsPeer::close);
+        }
+        linesBounded("reassembly squatters", mark, started, 4);
+        attacked.afterAttack("reassembly squatters", "4 squatters failed alone, " + LARGE_MESSAGES
+                + " large messages delivered");
     }
 
     /**

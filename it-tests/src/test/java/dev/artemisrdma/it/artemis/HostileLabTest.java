@@ -1,6 +1,5 @@
 package dev.artemisrdma.it.artemis;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,7 +11,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
@@ -20,12 +18,6 @@ import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.transport.wire.FrameHeader;
 import dev.artemisrdma.transport.wire.Handshake;
 import dev.artemisrdma.verbs.RdmaDevices;
-import jakarta.jms.BytesMessage;
-import jakarta.jms.Connection;
-import jakarta.jms.MessageConsumer;
-import jakarta.jms.MessageProducer;
-import jakarta.jms.Queue;
-import jakarta.jms.Session;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -70,7 +62,7 @@ class HostileLabTest {
             attacked = new AttackedBroker(b, cf, MAX_REGISTERED);
             try {
                 attacked.wellBehavedClientIsServed("warm-up"); // the broker's completion loop and send slabs exist
-                largeMessagesServed("warm-up", 1, 300 << 10); // and the send slab of large buffers (held frames)
+                attacked.largeMessagesServed("warm-up", 1, 300 << 10); // and the send slab of large buffers (held frames)
                 attacked.baseline(REASSEMBLY_MEMORY);
 
                 hugeFrameClaims();
@@ -139,34 +131,8 @@ class HostileLabTest {
         // a well-behaved client's large messages go in chunks of about 100 KiB, each a fragmented frame that needs
         // reassembly room: the squatter above its fair share that began first is failed to make it, not the client
         // (before the fair-share rule the client's connection was failed, whichever connection it was)
-        largeMessagesServed("while squatters hold the reassembly memory", 3, 300 << 10);
+        attacked.largeMessagesServed("while squatters hold the reassembly memory", 3, 300 << 10);
         verdict("held frames", peers, "fair share", "reassemblyTimeout");
-    }
-
-    /** {@code count} JMS messages of {@code size} bytes (Artemis large messages) through the broker, intact. */
-    private void largeMessagesServed(String when, int count, int size) throws Exception {
-        byte[] body = new byte[size];
-        new Random(size).nextBytes(body);
-        try (Connection connection = client.createConnection()) {
-            connection.start();
-            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
-            Queue queue = session.createQueue("hostile.large");
-            MessageProducer producer = session.createProducer(queue);
-            for (int i = 0; i < count; i++) {
-                BytesMessage m = session.createBytesMessage();
-                m.writeBytes(body);
-                producer.send(m);
-            }
-            MessageConsumer consumer = session.createConsumer(queue);
-            for (int i = 0; i < count; i++) {
-                BytesMessage got = (BytesMessage) consumer.receive(20_000);
-                assertNotNull(got, when + ": large message " + i + " did not come back");
-                byte[] back = new byte[(int) got.getBodyLength()];
-                got.readBytes(back);
-                assertArrayEquals(body, back, when + ": large message " + i);
-            }
-        }
-        attacked.countCheck();
     }
 
     private void garbageHeaders() throws Exception {

@@ -132,14 +132,21 @@ class PairsReplicationLabTest {
             backup = PairBroker.start("stuck-backup", "backup.xml", data.resolve("b"), false, backupProps);
             backup.await("the initial sync", r -> r.get("replicaSync").equals("true"), 300);
             primary.await("replication", r -> r.get("replication").equals("RdmaConnection"), 60);
-            signal("STOP", backup.pid());
-            long stoppedAt = System.nanoTime();
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
             Queue queue = session.createQueue("stuck.replication");
             MessageProducer producer = session.createProducer(queue);
             producer.setDeliveryMode(DeliveryMode.PERSISTENT);
             byte[] body = new byte[50 << 10];
-            for (int i = 0; i < 200; i++) { // 10 MiB, asynchronously: replication queues it toward the backup
+            // the queue exists, replicated, before the backup stops: its creation waits for the backup's answer, and
+            // a backup that answers nothing while its connection takes the few bytes asked is Artemis's connection
+            // TTL's to judge (as on Netty); the transport's bound is for a peer that takes no more frames
+            BytesMessage first = session.createBytesMessage();
+            first.writeBytes(body);
+            producer.send(first);
+            session.createConsumer(queue).close(); // a round trip on the session: the send and the creation are done
+            signal("STOP", backup.pid());
+            long stoppedAt = System.nanoTime();
+            for (int i = 1; i < 200; i++) { // 10 MiB, asynchronously: replication queues it toward the backup
                 BytesMessage m = session.createBytesMessage();
                 m.writeBytes(body);
                 producer.send(m);
@@ -151,8 +158,9 @@ class PairsReplicationLabTest {
             String line = log.lines().filter(l -> l.contains("past unwritableTimeout")).findFirst().orElse(null);
             System.out.printf("STUCK BACKUP: the primary dropped the stopped backup %d ms after its SIGSTOP: %s; %s%n",
                     droppedMillis, line, alone);
-            assertTrue(line != null && line.contains(Lab.addr1()), "the primary did not fail the replication "
-                    + "connection for unwritableTimeout (log " + primary.warnings() + ")");
+            // (the backup's source address is the route's choice: on the lab's one host, often the primary's own)
+            assertTrue(line != null, "the primary did not fail the replication connection for unwritableTimeout (log "
+                    + primary.warnings() + ")");
             assertTrue(droppedMillis < 60_000, "the primary dropped the backup only after " + droppedMillis
                     + " ms: Artemis's connection TTL, not unwritableTimeout");
             // the primary goes on: a durable round trip on the queue the stuck replication held
@@ -169,7 +177,7 @@ class PairsReplicationLabTest {
                 while (consumer.receive(5_000) != null) {
                     held++;
                 }
-                assertEquals(200, held, "durable messages sent while the backup was stuck");
+                assertEquals(200, held, "durable messages sent before and while the backup was stuck");
             }
         } finally {
             if (backup != null) {
