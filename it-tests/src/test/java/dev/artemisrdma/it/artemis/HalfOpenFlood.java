@@ -6,8 +6,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
-import dev.artemisrdma.verbs.CmEvent;
-import dev.artemisrdma.verbs.CmEventType;
 import dev.artemisrdma.verbs.IbvCompletionQueue;
 import dev.artemisrdma.verbs.QueuePairCapabilities;
 import dev.artemisrdma.verbs.RdmaCmId;
@@ -26,8 +24,6 @@ import dev.artemisrdma.verbs.VerbsException;
  */
 final class HalfOpenFlood implements AutoCloseable {
 
-    private static final int STEP_MILLIS = 5000;
-
     private final RdmaDevices devices;
     private final List<Attempt> attempts = new ArrayList<>();
     private IbvCompletionQueue cq;
@@ -41,11 +37,7 @@ final class HalfOpenFlood implements AutoCloseable {
         RdmaEventChannel events = new RdmaEventChannel();
         RdmaCmId id = null;
         try {
-            id = RdmaCmId.create(events);
-            id.resolveAddress(host, port, STEP_MILLIS);
-            expect(events, CmEventType.ADDR_RESOLVED);
-            id.resolveRoute(STEP_MILLIS);
-            expect(events, CmEventType.ROUTE_RESOLVED);
+            id = RawVerbsPeer.resolved(events, host, port);
             RdmaDevice device = id.device(devices);
             if (cq == null) {
                 cq = device.createCompletionQueue(16);
@@ -69,13 +61,6 @@ final class HalfOpenFlood implements AutoCloseable {
     /** The local address of the first attempt (host:port), as the server names the flood's source. */
     String sourceHost() {
         return attempts.isEmpty() ? "?" : attempts.get(0).id.localAddress().getAddress().getHostAddress();
-    }
-
-    private static void expect(RdmaEventChannel events, CmEventType type) throws VerbsException {
-        CmEvent event = events.poll(STEP_MILLIS * 2);
-        if (event == null || event.type() != type) {
-            throw new VerbsException("flood attempt: expected " + type.cName() + ", got " + event);
-        }
     }
 
     /**

@@ -89,11 +89,7 @@ final class RawVerbsPeer implements AutoCloseable {
         IbvCompletionQueue cq = null;
         IbvMemoryRegion memory = null;
         try {
-            id = RdmaCmId.create(events);
-            id.resolveAddress(host, port, STEP_MILLIS);
-            expect(events, CmEventType.ADDR_RESOLVED);
-            id.resolveRoute(STEP_MILLIS);
-            expect(events, CmEventType.ROUTE_RESOLVED);
+            id = resolved(events, host, port);
             RdmaDevice device = id.device(devices);
             cq = device.createCompletionQueue(1024);
             memory = device.register((long) RECEIVES * SLOT + SEND_AREA);
@@ -117,6 +113,21 @@ final class RawVerbsPeer implements AutoCloseable {
                 memory.close();
             }
             events.close();
+            throw e;
+        }
+    }
+
+    /** A new id on {@code events} with its address and route to {@code host:port} resolved (closed on failure). */
+    static RdmaCmId resolved(RdmaEventChannel events, String host, int port) throws VerbsException {
+        RdmaCmId id = RdmaCmId.create(events);
+        try {
+            id.resolveAddress(host, port, STEP_MILLIS);
+            expect(events, CmEventType.ADDR_RESOLVED);
+            id.resolveRoute(STEP_MILLIS);
+            expect(events, CmEventType.ROUTE_RESOLVED);
+            return id;
+        } catch (VerbsException | RuntimeException e) {
+            id.close();
             throw e;
         }
     }
