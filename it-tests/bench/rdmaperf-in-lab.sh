@@ -98,7 +98,7 @@ latency_table="$out/rdmaperf-latency.txt"
 printf "%-8s | %-25s | %-39s | %-39s\n" size "ib_send_lat p50 / p99" "transport settled p50 / p99 (x ib)" \
   "transport cold p50 / p99 (x ib)" > "$latency_table"
 cpu_table="$out/rdmaperf-cpu.txt"
-rounds_file="$out/rdmaperf-rounds.txt" # every round's message rate, to judge the spread behind each median
+rounds_file="$out/rdmaperf-rounds.txt" # every round's latencies and message rates: the spread behind each median
 : > "$rounds_file"
 # machine-readable: one figure a row, read by dev.artemisrdma.it.bench.Charts
 summary="$out/rdmaperf-summary.csv"
@@ -132,17 +132,16 @@ for size in $sizes; do
       echo "lat $size $round ib_send_lat=${ib_typs[-1]}/${ib99s[-1]} settled=${t50s[-1]}/${t99s[-1]}" \
         "cold=${c50s[-1]}/${c99s[-1]}" >> "$rounds_file"
     done
+    ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
+    v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
     ib99="$(median "${ib99s[@]}")"; t99="$(median "${t99s[@]}")"
     c50="$(median "${c50s[@]}")"; c99="$(median "${c99s[@]}")"
     csv lat $size ib_send_lat p99_us "$ib99"; csv lat $size transport p99_us "$t99"
     csv lat $size transport-cold p50_us "$c50"; csv lat $size transport-cold p99_us "$c99"
-    awk -v s=$size -v ib="$(median "${ib_typs[@]}")" -v ib99="$ib99" -v t="$(median "${t50s[@]}")" -v t99="$t99" \
-      -v c="$c50" -v c99="$c99" 'BEGIN {
+    awk -v s=$size -v ib="$ib_typ" -v ib99="$ib99" -v t="$t50" -v t99="$t99" -v c="$c50" -v c99="$c99" 'BEGIN {
       printf "%-8s | %9s / %9s us | %9s / %9s us (%5.2fx / %5.2fx) | %9s / %9s us (%5.2fx / %5.2fx)\n", s, ib, ib99,
         t, t99, (ib > 0 ? t / ib : 0), (ib99 > 0 ? t99 / ib99 : 0), c, c99, (ib > 0 ? c / ib : 0),
         (ib99 > 0 ? c99 / ib99 : 0) }' >> "$latency_table"
-    ib_typ="$(median "${ib_typs[@]}")"; ib_min="$(lowest "${ib_mins[@]}")"
-    v50="$(median "${v50s[@]}")"; t50="$(median "${t50s[@]}")"; tmin="$(lowest "${tmins[@]}")"
     csv lat $size ib_send_lat p50_us "$ib_typ"; csv lat $size verbs p50_us "$v50"; csv lat $size transport p50_us "$t50"
     csv lat $size ib_send_lat min_us "$ib_min"; csv lat $size transport min_us "$tmin"
     awk -v s=$size -v ib="$ib_typ" -v ibmin="$ib_min" -v v="$v50" -v t="$t50" -v tmin="$tmin" 'BEGIN {

@@ -247,6 +247,17 @@ public final class JavaProcess implements AutoCloseable {
     }
 
     /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
+    /**
+     * Sends {@code signal} ({@code STOP}, {@code CONT}, ...) to the process with {@code kill(1)}: SIGSTOP makes a peer
+     * whose connections stay up (the kernel still acknowledges) while it takes nothing.
+     */
+    public void signal(String signal) throws IOException, InterruptedException {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid())).inheritIO().start();
+        if (kill.waitFor() != 0) {
+            throw new IllegalStateException("kill -" + signal + " " + pid() + " failed with " + kill.exitValue());
+        }
+    }
+
     public void kill() throws InterruptedException {
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);

@@ -45,17 +45,27 @@ class ImmediateFragmentsTest {
             // SENDs each needs: a whole slot of payload per SEND; a frame that fits behind an in-band header has one
             int[] sends = {4, 1, 2, 1, 3};
             int[] immediate = {4, 1, 2, 0, 3};
-            for (int i = 0; i < sizes.length; i++) {
-                TransportStats before = c.client.stats();
-                byte[] frame = Peers.payload(11, i, sizes[i]);
-                c.client.write(ByteBuffer.wrap(frame), true);
-                int n = i + 1;
-                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n);
-                assertEquals(Peers.crc(frame), c.serverSide.crcs.get(i), "frame " + i + " of " + sizes[i] + " bytes");
-                TransportStats after = c.client.stats();
-                assertEquals(sends[i], dataSends(after) - dataSends(before), sizes[i] + " bytes: " + after);
-                assertEquals(immediate[i], after.immediateSends() - before.immediateSends(), sizes[i] + " bytes");
-            }
+            writeEachAndCountSends(c, 11, sizes, sends, immediate);
+        }
+    }
+
+    /**
+     * Writes frames of {@code sizes}, one at a time, each arriving intact, and checks the data SENDs each took and
+     * how many of them carried their header in the immediate data.
+     */
+    private static void writeEachAndCountSends(Connection c, int seed, int[] sizes, int[] sends, int[] immediate)
+            throws Exception {
+        for (int i = 0; i < sizes.length; i++) {
+            TransportStats before = c.client.stats();
+            byte[] frame = Peers.payload(seed, i, sizes[i]);
+            c.client.write(ByteBuffer.wrap(frame), true);
+            int n = i + 1;
+            Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n);
+            assertEquals(Peers.crc(frame), c.serverSide.crcs.get(i), "frame " + i + " of " + sizes[i] + " bytes");
+            TransportStats after = c.client.stats();
+            assertEquals(sends[i], dataSends(after) - dataSends(before), sizes[i] + " bytes: " + after);
+            assertEquals(immediate[i], after.immediateSends() - before.immediateSends(), sizes[i] + " bytes: "
+                    + after);
         }
     }
 
@@ -68,19 +78,9 @@ class ImmediateFragmentsTest {
     void aFrameWhoseHeaderWouldCostAPacketGoesWithItsHeaderInImmediateData() throws Exception {
         try (Connection c = new Connection(strict(), strict())) {
             int[] sizes = {1024, 1017, 1016, 2048, 1000, 2040, 3 * 1024 + 1020, 1};
+            int[] sends = {1, 1, 1, 1, 1, 1, 1, 1}; // each one SEND: none is larger than a slot
             int[] immediate = {1, 1, 0, 1, 0, 0, 1, 0};
-            for (int i = 0; i < sizes.length; i++) {
-                TransportStats before = c.client.stats();
-                byte[] frame = Peers.payload(24, i, sizes[i]);
-                c.client.write(ByteBuffer.wrap(frame), true);
-                int n = i + 1;
-                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n);
-                assertEquals(Peers.crc(frame), c.serverSide.crcs.get(i), "frame " + i + " of " + sizes[i] + " bytes");
-                TransportStats after = c.client.stats();
-                assertEquals(1, dataSends(after) - dataSends(before), sizes[i] + " bytes: one SEND");
-                assertEquals(immediate[i], after.immediateSends() - before.immediateSends(), sizes[i] + " bytes at "
-                        + "MTU 1024");
-            }
+            writeEachAndCountSends(c, 24, sizes, sends, immediate);
             assertEquals(0, c.fabric.violations().size(), c.fabric.violations().toString());
         }
     }

@@ -58,10 +58,6 @@ final class AttackedBroker {
         this.maxRegistered = maxRegistered;
     }
 
-    HostileBroker broker() {
-        return broker;
-    }
-
     KernelRdmaObjects baseline() {
         return baseline;
     }

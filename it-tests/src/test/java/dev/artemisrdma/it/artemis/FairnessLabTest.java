@@ -62,6 +62,11 @@ class FairnessLabTest {
      * began in.
      */
     private static final int LINES_PER_KIND_PER_WINDOW = 11;
+    /**
+     * Kinds of line an attack here may make the broker write: the refusal or failure it causes, the closes and losses
+     * of the connections, the old-peer notices of a raw peer's connection (packing, its own receive queue).
+     */
+    private static final int KINDS = 4;
 
     private HostileBroker broker;
     private AttackedBroker attacked;
@@ -116,8 +121,7 @@ class FairnessLabTest {
      * receive queue: rxe's RNR counters did not move.
      */
     private void creditHogs() throws Exception {
-        int mark = broker.outputMark();
-        long started = System.nanoTime();
+        Mark started = begin();
         RxeHwCounters before = RxeHwCounters.now();
         List<RawVerbsPeer> hogs = new ArrayList<>();
         int granted = 0;
@@ -150,8 +154,7 @@ class FairnessLabTest {
         } finally {
             hogs.forEach(RawVerbsPeer::close);
         }
-        linesBounded("credit hogs", mark, started, 4);
-        attacked.afterAttack("credit hogs", "200 hogs, then 50 clients served within 10 s each");
+        end("credit hogs", started, "200 hogs, then 50 clients served within 10 s each");
     }
 
     /**
@@ -160,8 +163,7 @@ class FairnessLabTest {
      * violator fails.
      */
     private void creditViolatorAmongStreams() throws Exception {
-        int mark = broker.outputMark();
-        long started = System.nanoTime();
+        Mark started = begin();
         int streams = 20;
         int messages = 1_000;
         ConcurrentLinkedQueue<String> failures = new ConcurrentLinkedQueue<>();
@@ -221,8 +223,7 @@ class FairnessLabTest {
             violator.close();
         }
         drain("fair.stream");
-        linesBounded("credit violator", mark, started, 4);
-        attacked.afterAttack("credit violator", "20 streams with rnrRetryCount=0 unharmed");
+        end("credit violator", started, "20 streams with rnrRetryCount=0 unharmed");
     }
 
     /**
@@ -232,8 +233,7 @@ class FairnessLabTest {
      * reassembly room): all delivered, intact; only the squatters fail.
      */
     private void reassemblySquatters() throws Exception {
-        int mark = broker.outputMark();
-        long started = System.nanoTime();
+        Mark started = begin();
         int frame = (32 << 20) + 1;
         List<RawVerbsPeer> squatters = new ArrayList<>();
         try {
@@ -249,7 +249,7 @@ class FairnessLabTest {
                     p.fragment(false, false, offset, payload);
                 }
             }
-            long heldMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+            long heldMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started.nanos());
             Map<String, Long> held = broker.heap();
             attacked.checkBounds("reassembly squatters (while held)", held);
             long t0 = System.nanoTime();
@@ -266,8 +266,7 @@ class FairnessLabTest {
         } finally {
             squatters.forEach(RawVerbsPeer::close);
         }
-        linesBounded("reassembly squatters", mark, started, 4);
-        attacked.afterAttack("reassembly squatters", "4 squatters failed alone, " + LARGE_MESSAGES
+        end("reassembly squatters", started, "4 squatters failed alone, " + LARGE_MESSAGES
                 + " large messages delivered");
     }
 
@@ -277,8 +276,7 @@ class FairnessLabTest {
      * the broker holds at most maxPendingConnectionsPerSource of them (its queue pairs, counted by the kernel).
      */
     private void connectionFlood() throws Exception {
-        int mark = broker.outputMark();
-        long started = System.nanoTime();
+        Mark started = begin();
         String target = Lab.addr0();
         Map<String, Long> before = broker.stats();
         int baseQps = attacked.baseline().foreign("qp");
@@ -297,7 +295,7 @@ class FairnessLabTest {
                         peakQps.accumulateAndGet(KernelRdmaObjects.now().foreign("qp"), Math::max);
                     }
                 }
-                return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+                return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started.nanos());
             });
             while (made.get() < 1_000 && !flooding.isDone()) {
                 Thread.sleep(10);
@@ -328,8 +326,7 @@ class FairnessLabTest {
         }
         // the broker releases what it accepted after handshakeTimeout (10 s)
         Thread.sleep(11_000);
-        linesBounded("connection flood", mark, started, 4);
-        attacked.afterAttack("connection flood", "2,000 unfinished requests, at most the per-source cap held");
+        end("connection flood", started, "2,000 unfinished requests, at most the per-source cap held");
     }
 
     /**
@@ -338,14 +335,13 @@ class FairnessLabTest {
      * broker goes on serving others, and fails that connection once it stayed unwritable for unwritableTimeout (30 s).
      */
     private void stuckReader() throws Exception {
-        int mark = broker.outputMark();
-        long started = System.nanoTime();
+        Mark started = begin();
         JavaProcess reader = JavaProcess.main(ConnectedClientMain.class).name("stuck-reader")
                 .jvm("-Xmx512m", "-XX:TieredStopAtLevel=1").readyWhen(ConnectedClientMain.READY, 180)
                 .echo(line -> line.contains(" WARN ") || line.contains(" ERROR "))
                 .start("rdma://" + pooled + ":" + port + "?reconnectAttempts=0&consumerWindowSize=-1", "fair.stuck");
         try {
-            signal("STOP", reader.pid());
+            reader.signal("STOP");
             long stoppedAt = System.nanoTime();
             try (Connection connection = client.createConnection()) {
                 Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
@@ -366,12 +362,11 @@ class FairnessLabTest {
                     + failedAfter + " ms after the stop: " + line.substring(Math.max(0, line.indexOf("channel"))));
             assertTrue(failedAfter < 50_000, "failed only " + failedAfter + " ms after the stop");
         } finally {
-            signal("CONT", reader.pid());
+            reader.signal("CONT");
             reader.kill();
         }
         drain("fair.stuck");
-        linesBounded("stuck reader", mark, started, 4);
-        attacked.afterAttack("stuck reader", "a stopped consumer failed past unwritableTimeout, alone");
+        end("stuck reader", started, "a stopped consumer failed past unwritableTimeout, alone");
     }
 
     // ------------------------------------------------------------------------------------------------ helpers
@@ -447,22 +442,27 @@ class FairnessLabTest {
         }
     }
 
+    /** Where an attack began: the broker's output line count and the time. */
+    private record Mark(int line, long nanos) {
+    }
+
+    private Mark begin() {
+        return new Mark(broker.outputMark(), System.nanoTime());
+    }
+
     /**
-     * The lines the broker wrote since {@code mark}: at most {@link #LINES_PER_KIND_PER_WINDOW} per kind of event
-     * ({@code kinds}) for each 10 s the attack lasted and the window it began in.
+     * The attack that began at {@code mark} is over: the lines the broker wrote since are at most
+     * {@link #LINES_PER_KIND_PER_WINDOW} per kind of event ({@link #KINDS}) for each 10 s it lasted and the window it
+     * began in; then {@link AttackedBroker#afterAttack}'s checks.
      */
-    private void linesBounded(String attack, int mark, long startedNanos, int kinds) {
-        List<String> lines = broker.linesSince(mark);
-        long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedNanos);
-        long bound = (long) LINES_PER_KIND_PER_WINDOW * kinds * (seconds / 10 + 2);
+    private void end(String attack, Mark mark, String what) throws Exception {
+        List<String> lines = broker.linesSince(mark.line());
+        long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - mark.nanos());
+        long bound = (long) LINES_PER_KIND_PER_WINDOW * KINDS * (seconds / 10 + 2);
         attacked.figure(attack + ": log", lines.size() + " lines in " + seconds + " s (bound " + bound + ")");
         assertTrue(lines.size() <= bound, attack + ": the broker wrote " + lines.size() + " lines in " + seconds
                 + " s, above " + bound + "; the first: " + lines.subList(0, Math.min(20, lines.size())));
-    }
-
-    private static void signal(String signal, long pid) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
-        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + pid);
+        attacked.afterAttack(attack, what);
     }
 
     private static long median(List<Long> values) {

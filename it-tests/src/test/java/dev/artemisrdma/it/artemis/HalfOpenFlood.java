@@ -20,7 +20,8 @@ import dev.artemisrdma.verbs.VerbsException;
  * with a valid handshake, and is then left alone. Its event channel is never read again, so librdmacm never answers
  * the server's accept with the RTU: on the server's side the connection never becomes established, and a request
  * the server refuses is never even looked at. Costs this process one event channel, cm id and queue pair per
- * attempt, all kept until {@link #close()}; the attempts share one completion queue (nothing ever completes).
+ * attempt, all kept until {@link #close()}; the attempts share one completion queue on the device of the first (nothing ever completes; a flood goes to
+ * one address).
  */
 final class HalfOpenFlood implements AutoCloseable {
 
@@ -54,11 +55,7 @@ final class HalfOpenFlood implements AutoCloseable {
         }
     }
 
-    int size() {
-        return attempts.size();
-    }
-
-    /** The local address of the first attempt (host:port), as the server names the flood's source. */
+    /** The local address of the first attempt: the flood's source, as the server sees it. */
     String sourceHost() {
         return attempts.isEmpty() ? "?" : attempts.get(0).id.localAddress().getAddress().getHostAddress();
     }

@@ -205,9 +205,7 @@ final class RawVerbsPeer implements AutoCloseable {
      */
     int spendAskingForMore(long millis) throws Exception {
         while (credits >= 2) {
-            int give = Math.min(owed, FrameHeader.MAX_CREDITS);
-            owed -= give;
-            send(frame(FrameHeader.CREDIT, FrameHeader.HINT_CREDIT_WANTED, give, 0, 0), false);
+            send(frame(FrameHeader.CREDIT, FrameHeader.HINT_CREDIT_WANTED, takeOwed(), 0, 0), false);
         }
         long deadline = System.currentTimeMillis() + millis;
         do {
@@ -227,10 +225,15 @@ final class RawVerbsPeer implements AutoCloseable {
      * length, later ones their offset.
      */
     void fragment(boolean first, boolean last, int lengthOrOffset, int payload) throws Exception {
+        send(frame((first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0), takeOwed(), lengthOrOffset,
+                payload), true);
+    }
+
+    /** The credits we owe the server, as many as one header carries, taken to return them in the next SEND. */
+    private int takeOwed() {
         int give = Math.min(owed, FrameHeader.MAX_CREDITS);
         owed -= give;
-        send(frame((first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0), give, lengthOrOffset, payload),
-                true);
+        return give;
     }
 
     /**

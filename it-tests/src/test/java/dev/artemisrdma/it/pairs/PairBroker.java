@@ -166,9 +166,9 @@ final class PairBroker implements AutoCloseable {
         return connector;
     }
 
-    /** The broker process's pid (for signals: SIGSTOP makes a backup that keeps its connection and reads nothing). */
-    long pid() {
-        return process.pid();
+    /** A signal to the broker process ({@link JavaProcess#signal}): SIGSTOP makes a backup that reads nothing. */
+    void signal(String signal) throws java.io.IOException, InterruptedException {
+        process.signal(signal);
     }
 
     /** The broker's log so far (every line it printed since its first start). */

@@ -117,13 +117,12 @@ class PairsReplicationLabTest {
      */
     @Test
     void aStuckBackupIsDroppedAfterUnwritableTimeoutAndThePrimaryGoesOn() throws Exception {
+        RdmaResources baseline = PairsLab.baseline();
         int portP = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-stuck-backup");
-        Map<String, String> primaryProps = props("rdma.host", Lab.addr0(), "rdma.port", "" + portP,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "replication.properties");
-        Map<String, String> backupProps = props("rdma.host", Lab.addr1(), "rdma.port", "" + portB,
-                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP, "properties", "replication.properties");
+        Map<String, String> primaryProps = replicationProps(Lab.addr0(), portP, Lab.addr1(), portB);
+        Map<String, String> backupProps = replicationProps(Lab.addr1(), portB, Lab.addr0(), portP);
         PairBroker primary = PairBroker.start("stuck-primary", "primary.xml", data.resolve("p"), false, primaryProps);
         PairBroker backup = null;
         try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + portP
@@ -144,7 +143,7 @@ class PairsReplicationLabTest {
             first.writeBytes(body);
             producer.send(first);
             session.createConsumer(queue).close(); // a round trip on the session: the send and the creation are done
-            signal("STOP", backup.pid());
+            backup.signal("STOP");
             long stoppedAt = System.nanoTime();
             for (int i = 1; i < 200; i++) { // 10 MiB, asynchronously: replication queues it toward the backup
                 BytesMessage m = session.createBytesMessage();
@@ -181,17 +180,19 @@ class PairsReplicationLabTest {
             }
         } finally {
             if (backup != null) {
-                signal("CONT", backup.pid());
+                backup.signal("CONT");
                 backup.kill();
             }
             primary.close();
             PairsLab.deleteTree(data);
         }
+        PairsLab.assertResourcesBack(baseline); // the dropped replication link and the killed backup left nothing
     }
 
-    private static void signal(String signal, long pid) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
-        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + pid);
+    /** A pair broker's substitutions: its own address and port, its peer's, and the replication properties. */
+    private static Map<String, String> replicationProps(String host, int port, String peerHost, int peerPort) {
+        return props("rdma.host", host, "rdma.port", "" + port, "rdma.peer.host", peerHost, "rdma.peer.port",
+                "" + peerPort, "properties", "replication.properties");
     }
 
     /**
@@ -210,10 +211,8 @@ class PairsReplicationLabTest {
         int portP = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-replication-" + label);
-        Map<String, String> primaryProps = props("rdma.host", Lab.addr0(), "rdma.port", "" + portP,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "replication.properties");
-        Map<String, String> backupProps = props("rdma.host", Lab.addr1(), "rdma.port", "" + portB,
-                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portP, "properties", "replication.properties");
+        Map<String, String> primaryProps = replicationProps(Lab.addr0(), portP, Lab.addr1(), portB);
+        Map<String, String> backupProps = replicationProps(Lab.addr1(), portB, Lab.addr0(), portP);
         String url = scheme + "://" + Lab.addr0() + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
                 + "&maxRetryInterval=1000#" + scheme + "://" + Lab.addr1() + ":" + portB;
         PairBroker primary = PairBroker.start(label + "-primary", "primary.xml", data.resolve("p"), tcp,
