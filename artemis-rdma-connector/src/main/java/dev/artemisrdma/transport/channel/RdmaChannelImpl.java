@@ -153,7 +153,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      */
     public Handshake.Params localParams() {
         int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
-                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
+                | Handshake.FEATURE_IMMEDIATE_WHOLE;
         if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     shared.maxCredits());

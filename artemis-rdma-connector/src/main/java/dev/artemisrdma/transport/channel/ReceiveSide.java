@@ -205,8 +205,8 @@ final class ReceiveSide {
     }
 
     /**
-     * A fragment whose header is the SEND's immediate data ({@link ImmediateHeader}): all of the SEND is payload. A
-     * continuation's offset is what the reassembler holds (RC keeps a queue pair's SENDs in order), so the
+     * A fragment whose header is the SEND's immediate data ({@link ImmediateHeader}), or a whole frame so sent: all of
+     * the SEND is payload. A continuation's offset is what the reassembler holds (RC keeps a queue pair's SENDs in order), so the
      * reassembler's own checks (a first fragment before continuations, lengths that add up, the frame and memory
      * bounds) judge it as they judge in-band fragments.
      */
@@ -223,8 +223,14 @@ final class ReceiveSide {
             if (ImmediateHeader.creditWanted(immediate)) {
                 batchCreditWanted = true;
             }
-            lengthOrOffset = reassembler.received();
-            flags = ImmediateHeader.isLast(immediate) ? FrameHeader.LAST : 0;
+            if (ImmediateHeader.isWhole(immediate)) {
+                // a frame of one SEND: the reassembler refuses it inside a fragmented frame, as an in-band FIRST
+                lengthOrOffset = byteLength;
+                flags = FrameHeader.FIRST | FrameHeader.LAST;
+            } else {
+                lengthOrOffset = reassembler.received();
+                flags = ImmediateHeader.isLast(immediate) ? FrameHeader.LAST : 0;
+            }
         }
         reassemble(slotView, base, base + byteLength, flags, lengthOrOffset);
     }

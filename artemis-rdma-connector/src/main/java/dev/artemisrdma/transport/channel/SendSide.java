@@ -64,6 +64,8 @@ final class SendSide {
     private int slotCapacity;
     /** The peer reads fragments whose header is the SEND's immediate data ({@link ImmediateHeader}). */
     private boolean immediateFragments;
+    /** The peer reads whole frames whose header, credits included, is the immediate data. */
+    private boolean immediateWhole;
     /** The port's active MTU in bytes (0: unknown), to keep a frame's header from costing a packet of its own. */
     private int pathMtu;
     /** Our device may send immediate data (not an iWARP one); known from {@link #attach}. */
@@ -149,6 +151,7 @@ final class SendSide {
         fragmentCapacity = peer.slotSize() - FrameHeader.LENGTH;
         slotCapacity = peer.slotSize();
         immediateFragments = peer.readsImmediateFragments();
+        immediateWhole = peer.readsImmediateWhole();
         peerMaxFrame = peer.maxFrameSize();
         packing = peer.readsPacked();
         creditGrows = peer.maxCredits() > peer.initialCredits();
@@ -345,17 +348,21 @@ final class SendSide {
      * The next fragment of the head frame. A frame larger than a slot's room behind an in-band header goes, to a peer
      * that reads them, in fragments of a whole slot with the header in immediate data; its first fragment returns no
      * credit, so it goes that way only while we hold more than the credit it spends (else in band: the last credit
-     * must return credit, and the fragments after it are immediate ones all the same). A frame of one SEND goes the
-     * same way, as a first fragment that is also the last, when its in-band header would cost a packet of its own
-     * ({@link #headerCostsAPacket}).
+     * must return credit, and the fragments after it are immediate ones all the same). A frame of one SEND goes with
+     * its header in the immediate data when its in-band header would cost a packet of its own
+     * ({@link #headerCostsAPacket}) or a SEND of its own (a frame of a whole slot): as a whole frame that returns
+     * credit, to a peer that reads those (then on any credit), else as a first fragment that is also the last (on the
+     * same condition as a fragmented frame's first).
      */
     private void addFragment(PooledBuffer frame) {
         int offset = frame.sentOffset();
         boolean first = offset == 0;
         boolean fragmented = frame.frameLength() > fragmentCapacity;
-        boolean immediate = immediateFragments && deviceSendsImmediate
-                && (fragmented ? !first || credits.sendCredits() > 1
-                        : first && credits.sendCredits() > 1 && headerCostsAPacket(frame.frameLength()));
+        // with its header in band the frame would take a SEND more (fragmented) or a packet more
+        boolean inBandCosts = fragmented || headerCostsAPacket(frame.frameLength());
+        boolean whole = first && immediateWhole && inBandCosts && frame.frameLength() <= slotCapacity;
+        boolean immediate = deviceSendsImmediate && (whole
+                || immediateFragments && (!first || credits.sendCredits() > 1 && inBandCosts));
         int n = Math.min(frame.frameLength() - offset, immediate ? slotCapacity : fragmentCapacity);
         boolean last = offset + n == frame.frameLength();
         addDataSend(frame, offset, n, last, (first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0),
@@ -373,10 +380,11 @@ final class SendSide {
      * Whether the 8-byte in-band header makes a SEND of {@code frameLength} payload bytes one packet longer at the
      * port's MTU: 1 KiB at RoCE MTU 1024 (ordinary 1500-byte Ethernet) is one packet, 1,032 bytes are two, and on
      * the wire that second packet costs a round trip about what the first does (ib_send_lat's 1 KiB SEND is one). Such a
-     * frame goes with its header in the immediate data, where the peer reads it (handshake feature 2, which every
-     * build with immediate fragments states: their receivers take a first fragment as the whole frame when the SEND
-     * is that long). The price: the SEND returns no credit, so what we owe rides on a later SEND (or a credit frame at
-     * creditThreshold). An unknown MTU (0) never changes anything.
+     * frame goes with its header in the immediate data, where the peer reads it: as a whole frame that returns credit
+     * (handshake feature 4), or as a first fragment that is the whole frame (feature 2, which every build with immediate
+     * fragments states: their receivers take a first fragment as the whole frame when the SEND is that long), whose
+     * price is that it returns no credit, so what we owe rides on a later SEND (or a credit frame at creditThreshold).
+     * An unknown MTU (0) never changes anything.
      */
     private boolean headerCostsAPacket(int frameLength) {
         if (pathMtu <= 0 || frameLength <= 0) {
@@ -460,7 +468,9 @@ final class SendSide {
                              boolean moreQueued, boolean viaImmediate) {
         boolean inline = (viaImmediate ? 0 : FrameHeader.LENGTH) + n <= inlineLimit;
         boolean releaseAfterPost = inline && offset == 0 && last;
-        boolean immediateFirst = viaImmediate && (flags & FrameHeader.FIRST) != 0;
+        boolean whole = viaImmediate && immediateWhole
+                && (flags & (FrameHeader.FIRST | FrameHeader.LAST)) == (FrameHeader.FIRST | FrameHeader.LAST);
+        boolean immediateFirst = viaImmediate && !whole && (flags & FrameHeader.FIRST) != 0;
         int give = immediateFirst ? credits.spendReturningNone() : credits.spend();
         int slot = ring.nextSlot();
         boolean signal = ring.claim(releaseAfterPost || !last ? null : buffer,
@@ -471,7 +481,8 @@ final class SendSide {
         int hints = creditGrows && moreQueued ? FrameHeader.HINT_CREDIT_WANTED : 0;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
         if (viaImmediate) {
-            sendList.withImmediate(immediateFirst ? ImmediateHeader.first(lengthOrOffset)
+            sendList.withImmediate(whole ? ImmediateHeader.whole(hints, give)
+                    : immediateFirst ? ImmediateHeader.first(lengthOrOffset)
                     : ImmediateHeader.continuation(last, hints, give));
             sendList.addSge(buffer.address() + offset, n, buffer.lkey());
             immediateSends++;

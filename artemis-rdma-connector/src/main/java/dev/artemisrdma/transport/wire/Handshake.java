@@ -19,7 +19,8 @@ import dev.artemisrdma.transport.config.TransportConfig;
  *  12     4     initial credits (receives posted)    reason, n bytes of UTF-8 (n &lt;= 136)
  *  16     4     maximum frame size (bytes)
  *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth,
- *               bit 2: fragments with their header in immediate data, bit 3: credit recall)
+ *               bit 2: fragments with their header in immediate data, bit 3: credit recall,
+ *               bit 4: whole frames with their header, credits included, in immediate data)
  *  24     4     most credits this side may grant (with bit 1; else the initial credits)
  * </pre>
  *
@@ -40,6 +41,10 @@ import dev.artemisrdma.transport.config.TransportConfig;
  * <p>Immediate fragments (bit 2): this side reads a fragment whose header is the SEND's immediate data
  * ({@link ImmediateHeader}), a whole slot of payload; a peer without the bit gets in-band headers as before.
  *
+ * <p>Whole immediate frames (bit 4): this side reads a frame of one SEND whose header, credits and hint included, is
+ * the SEND's immediate data ({@link ImmediateHeader#whole}); a peer without the bit gets such a frame as an immediate
+ * first fragment (which returns no credit) or with its header in band.
+ *
  * <p>Credit recall (bit 3): this side answers a credit frame with {@link FrameHeader#RECALL} by giving back, in a credit
  * frame with {@link FrameHeader#RELEASE}, the credits it holds beyond what the recall lets it keep, when it has nothing
  * queued to send. A listener's shared pool recalls grown windows of idle connections only from peers that state it.
@@ -57,9 +62,11 @@ public final class Handshake {
     public static final int FEATURE_IMMEDIATE_FRAGMENTS = 0x4;
     /** The peer gives unused credits back when asked ({@link FrameHeader#RECALL}, {@link FrameHeader#RELEASE}). */
     public static final int FEATURE_CREDIT_RECALL = 0x8;
+    /** The peer reads a frame of one SEND whose header, credits included, is the immediate data. */
+    public static final int FEATURE_IMMEDIATE_WHOLE = 0x10;
     /** Every feature this version knows; other bits are ignored. */
     static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
-            | FEATURE_CREDIT_RECALL;
+            | FEATURE_CREDIT_RECALL | FEATURE_IMMEDIATE_WHOLE;
     /** What this version writes: the fixed part plus the maximum credits. */
     static final int ENCODED_LENGTH = LENGTH + 4;
     static final short KIND_CONNECT = 1;
@@ -91,6 +98,11 @@ public final class Handshake {
         /** This side reads fragments with their header in the SEND's immediate data. */
         public boolean readsImmediateFragments() {
             return (features & FEATURE_IMMEDIATE_FRAGMENTS) != 0;
+        }
+
+        /** This side reads whole frames whose header, credits included, is the immediate data. */
+        public boolean readsImmediateWhole() {
+            return (features & FEATURE_IMMEDIATE_WHOLE) != 0;
         }
 
         /** This side gives unused credits back when the granting side recalls them. */

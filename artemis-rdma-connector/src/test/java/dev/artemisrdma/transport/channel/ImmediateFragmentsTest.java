@@ -19,6 +19,7 @@ import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.wire.FrameHeader;
+import dev.artemisrdma.transport.wire.Handshake;
 import dev.artemisrdma.transport.wire.ImmediateHeader;
 
 /**
@@ -82,6 +83,81 @@ class ImmediateFragmentsTest {
             int[] immediate = {1, 1, 0, 1, 0, 0, 1, 0};
             writeEachAndCountSends(c, 24, sizes, sends, immediate);
             assertEquals(0, c.fabric.violations().size(), c.fabric.violations().toString());
+        }
+    }
+
+    /**
+     * Issue 24: a request/reply of 1 KiB frames at RoCE MTU 1024, each frame one SEND with its header in the immediate
+     * data: as whole frames (handshake feature 4) they return the credit the reply owes, as the in-band header would,
+     * so no credit frame goes either way. (As first fragments, which return none, the lab's A/B took a credit frame per
+     * three SENDs and stalled on the window between them.)
+     */
+    @Test
+    void wholeImmediateFramesReturnCreditSoARequestReplyNeedsNoCreditFrame() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            int rounds = 300;
+            for (int i = 0; i < rounds; i++) {
+                int n = i + 1;
+                c.client.write(ByteBuffer.wrap(Peers.payload(25, i, 1024)), true);
+                Peers.await("request " + i, 5000, () -> c.serverSide.count() == n);
+                c.serverChannel.write(ByteBuffer.wrap(Peers.payload(26, i, 1024)), true);
+                Peers.await("reply " + i, 5000, () -> c.clientSide.count() == n);
+            }
+            for (int i = 0; i < rounds; i++) {
+                assertEquals(Peers.crc(Peers.payload(25, i, 1024)), c.serverSide.crcs.get(i), "request " + i);
+                assertEquals(Peers.crc(Peers.payload(26, i, 1024)), c.clientSide.crcs.get(i), "reply " + i);
+            }
+            for (RdmaChannel ch : new RdmaChannel[] {c.client, c.serverChannel}) {
+                TransportStats s = ch.stats();
+                assertEquals(rounds, s.immediateSends(), "every frame one immediate SEND: " + s);
+                assertEquals(0, s.creditFramesSent(), "the frames returned every credit: " + s);
+                assertEquals(0, s.creditStalls(), s.toString());
+            }
+            assertEquals(0, c.fabric.violations().size(), c.fabric.violations().toString());
+        }
+    }
+
+    /**
+     * The whole-frame form goes only to a peer that states feature 4: one that states feature 2 alone (a build from
+     * before it) gets the frame as an immediate first fragment, which it reads as the whole frame.
+     */
+    @Test
+    void aWholeImmediateFrameGoesOnlyToAPeerThatStatesIt() throws Exception {
+        int older = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_IMMEDIATE_FRAGMENTS
+                | Handshake.FEATURE_CREDIT_RECALL;
+        for (boolean statesWhole : new boolean[] {false, true}) {
+            int features = older | (statesWhole ? Handshake.FEATURE_IMMEDIATE_WHOLE : 0);
+            // 8 receives, reposted one at a time (receiveSlots / 8): the request's credit is owed at once
+            try (HostileServerFixture f = new HostileServerFixture(strict().toBuilder().sharedReceiveQueue(false)
+                    .receiveSlots(8).build());
+                 RawPeer peer = f.attacker(Handshake.encodeConnect(new Handshake.Params(RawPeer.SLOT,
+                         RawPeer.RECEIVES, 64 << 20, features, RawPeer.RECEIVES)))) {
+                // one frame to the server: its reply owes the credit of that receive
+                peer.send(FrameHeader.FIRST | FrameHeader.LAST, 0, 10, new byte[10], false);
+                Peers.await("the accepted channel's frame", 5000,
+                        () -> f.accepted.size() == 1 && f.accepted.get(0).count() == 1);
+                RdmaChannel ch = f.channels.get(0);
+                ch.write(ByteBuffer.wrap(new byte[1024]), true);
+                Peers.await("the reply", 5_000, () -> {
+                    try {
+                        peer.poll();
+                    } catch (FabricException e) {
+                        throw new AssertionError(e);
+                    }
+                    return peer.received().size() == 1;
+                });
+                RawPeer.Received r = peer.received().get(0);
+                assertEquals(1024, r.byteLength(), "the header is not in band");
+                int immediate = (int) r.immediate();
+                if (statesWhole) {
+                    assertTrue(ImmediateHeader.isWhole(immediate), Integer.toHexString(immediate));
+                    assertEquals(1, ImmediateHeader.credits(immediate), "returns the receive the request took");
+                } else {
+                    assertTrue(ImmediateHeader.isFirst(immediate), Integer.toHexString(immediate));
+                    assertEquals(1024, ImmediateHeader.frameLength(immediate));
+                }
+                assertFalse(peer.isLost());
+            }
         }
     }
 
@@ -229,6 +305,44 @@ class ImmediateFragmentsTest {
             assertTrue(why.contains("10.77.0.2"), "names the peer: " + why);
             assertEquals(0, f.server.reassemblyBudget().used(), "the unfinished frame's memory went back");
             f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void aWholeImmediateFrameThatIsNotLastFailsThatConnectionOnly() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.whole(0, 0) & ~(1 << 30), 100); // WHOLE without LAST
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("says a whole frame but not its last fragment"), why);
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void aWholeImmediateFrameInsideAFragmentedOneFailsThatConnectionOnly() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.first(3 * SLOT), SLOT);
+            peer.sendImmediate(ImmediateHeader.whole(0, 0), 100);
+            peer.awaitLost(5000);
+            String why = f.closeCause(0).getMessage();
+            assertTrue(why.contains("a new frame began inside a fragmented one"), why);
+            assertEquals(0, f.server.reassemblyBudget().used(), "the unfinished frame's memory went back");
+            f.assertStillServes(100_000);
+        }
+    }
+
+    @Test
+    void aWholeImmediateFrameFromARawPeerIsDeliveredAndItsCreditsCount() throws Exception {
+        try (HostileServerFixture f = new HostileServerFixture(strict().toBuilder().sharedReceiveQueue(false).build());
+             RawPeer peer = f.attacker()) {
+            peer.sendImmediate(ImmediateHeader.whole(0, 0), 100);
+            peer.sendImmediate(ImmediateHeader.whole(0, 0), SLOT); // a whole slot: no room for an in-band header
+            Peers.await("the frames", 5000, () -> f.accepted.size() == 1 && f.accepted.get(0).count() == 2);
+            assertEquals(java.util.List.of(100, SLOT), f.accepted.get(0).sizes);
+            assertFalse(peer.isLost());
         }
     }
 

@@ -37,8 +37,8 @@ class CodecTest {
         byte[] newer = Handshake.encodeConnect(packing);
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFF);
         assertEquals(Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
-                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL,
-                Handshake.decodeConnect(newer).features());
+                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
+                | Handshake.FEATURE_IMMEDIATE_WHOLE, Handshake.decodeConnect(newer).features());
         assertTrue(Handshake.decodeConnect(newer).answersCreditRecall());
         assertFalse(Handshake.decodeConnect(old).readsImmediateFragments());
         assertFalse(Handshake.decodeConnect(old).answersCreditRecall());
