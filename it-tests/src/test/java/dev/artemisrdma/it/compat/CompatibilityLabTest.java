@@ -17,6 +17,7 @@ import java.util.stream.Stream;
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.distro.RxeCounters;
+import dev.artemisrdma.transport.wire.Handshake;
 import org.apache.activemq.artemis.utils.VersionLoader;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
@@ -113,17 +114,17 @@ class CompatibilityLabTest {
         }));
         for (OlderBuilds.Build old : olderBuilds) {
             String oldClassPath = withConnector(old.jar());
-            boolean fewerFeatures = statesFewerFeatures(old);
+            int features = statedFeatures(old);
             tests.add(DynamicTest.dynamicTest(old.name() + " client -> this broker", () -> {
                 Exchange e = exchange(old.name(), oldClassPath, "this", thisBuildClassPath);
                 e.assertDelivered();
-                assertOlderSide(old, fewerFeatures, "this broker toward the " + old.name() + " client", e.broker);
+                assertOlderSide(features, "this broker toward the " + old.name() + " client", e.broker);
                 assertOwnMeters(old, e.client);
             }));
             tests.add(DynamicTest.dynamicTest("this client -> " + old.name() + " broker", () -> {
                 Exchange e = exchange("this", thisBuildClassPath, old.name(), oldClassPath);
                 e.assertDelivered();
-                assertOlderSide(old, fewerFeatures, "this client toward the " + old.name() + " broker", e.client);
+                assertOlderSide(features, "this client toward the " + old.name() + " broker", e.client);
                 assertOwnMeters(old, e.broker);
             }));
         }
@@ -138,33 +139,42 @@ class CompatibilityLabTest {
         assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
     }
 
+    /** Every wire feature this build states (the handshake's offset 20). */
+    private static final int THIS_BUILD_FEATURES = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
+            | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
+            | Handshake.FEATURE_IMMEDIATE_WHOLE;
+
     /**
-     * Whether {@code old} states fewer wire features than this build. Kept by hand on purpose: a build that adds a
-     * feature bit must say here which older builds lack it (plain v1 lacks all; 0.1.0 states the four this build
-     * knows), and the test then checks that this build uses none of the new bit toward them.
+     * The wire features {@code old} states. Kept by hand on purpose: a build that adds a feature bit must add it to
+     * {@link #THIS_BUILD_FEATURES} and say here which older builds lack it (plain v1 states none; 0.1.0 bits 0-3, not
+     * bit 4, whole immediate frames), and the test then checks that this build uses none of what they lack.
      */
-    private static boolean statesFewerFeatures(OlderBuilds.Build old) {
+    private static int statedFeatures(OlderBuilds.Build old) {
         return switch (old.name()) {
-            case "plain-v1" -> true;
-            case "release-0.1.0" -> false;
+            case "plain-v1" -> 0;
+            case "release-0.1.0" -> Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
+                    | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL;
             default -> throw new IllegalStateException("CompatibilityLabTest does not know which wire features "
-                    + old + " states: add it to statesFewerFeatures");
+                    + old + " states: add it to statedFeatures");
         };
     }
 
     /**
-     * This build's side toward {@code old}: counts it as older, and sent nothing packed and no header in immediate
-     * data, when {@code old} states fewer features (plain v1 states neither); otherwise counts nothing older.
+     * This build's side toward an older build that states {@code features}: counts it as older when it states fewer
+     * than this build, and sent nothing packed where it does not read packed SENDs and no header in immediate data
+     * where it reads no immediate fragments (plain v1 reads neither). A whole immediate frame toward a peer without
+     * bit 4 would fail its connection on reserved bits, which the exchange's delivery rules out.
      */
-    private static void assertOlderSide(OlderBuilds.Build old, boolean fewerFeatures, String side,
-                                        Map<String, String> meters) {
+    private static void assertOlderSide(int features, String side, Map<String, String> meters) {
         assertTrue(Long.parseLong(meters.get("framesSent")) >= MESSAGE_COUNT, side + ": " + meters);
-        if (fewerFeatures) {
-            assertEquals("1", meters.get("olderPeers"), side + " counts the peer as older: " + meters);
+        boolean fewer = (features & THIS_BUILD_FEATURES) != THIS_BUILD_FEATURES;
+        assertEquals(fewer ? "1" : "0", meters.get("olderPeers"), side + (fewer ? " counts the peer as older: "
+                : ": ") + meters);
+        if ((features & Handshake.FEATURE_PACKED) == 0) {
             assertEquals("0", meters.get("framesPacked"), side + ": " + meters);
+        }
+        if ((features & Handshake.FEATURE_IMMEDIATE_FRAGMENTS) == 0) {
             assertEquals("0", meters.get("immediateFragments"), side + ": " + meters);
-        } else {
-            assertEquals("0", meters.get("olderPeers"), side + ": " + meters);
         }
     }
 
