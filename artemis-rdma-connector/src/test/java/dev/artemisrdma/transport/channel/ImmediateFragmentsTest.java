@@ -138,14 +138,7 @@ class ImmediateFragmentsTest {
                         () -> f.accepted.size() == 1 && f.accepted.get(0).count() == 1);
                 RdmaChannel ch = f.channels.get(0);
                 ch.write(ByteBuffer.wrap(new byte[1024]), true);
-                Peers.await("the reply", 5_000, () -> {
-                    try {
-                        peer.poll();
-                    } catch (FabricException e) {
-                        throw new AssertionError(e);
-                    }
-                    return peer.received().size() == 1;
-                });
+                awaitReceived("the reply", peer, 1);
                 RawPeer.Received r = peer.received().get(0);
                 assertEquals(1024, r.byteLength(), "the header is not in band");
                 int immediate = (int) r.immediate();
@@ -263,14 +256,7 @@ class ImmediateFragmentsTest {
             RdmaChannel ch = f.channels.get(0);
             ch.write(ByteBuffer.wrap(new byte[64 << 10]), true);
             Peers.await("the frame to leave", 5_000, () -> ch.stats().framesSent() == 1);
-            Peers.await("its SENDs to arrive", 5_000, () -> {
-                try {
-                    old.poll();
-                } catch (FabricException e) {
-                    throw new AssertionError(e);
-                }
-                return old.received().size() == 5;
-            });
+            awaitReceived("its SENDs", old, 5);
             for (RawPeer.Received r : old.received()) {
                 assertEquals(Completions.NO_IMMEDIATE, r.immediate(), "no immediate data to an older peer");
             }
@@ -283,53 +269,56 @@ class ImmediateFragmentsTest {
 
     @Test
     void aContinuationWithoutAFirstFragmentFailsThatConnectionOnly() throws Exception {
-        try (HostileServerFixture f = new HostileServerFixture(strict());
-             RawPeer peer = f.attacker()) {
-            peer.sendImmediate(ImmediateHeader.continuation(true, 0, 0), 100);
-            peer.awaitLost(5000);
-            String why = f.closeCause(0).getMessage();
-            assertTrue(why.contains("continuation fragment without a first one"), why);
-            f.assertStillServes(100_000);
-        }
+        assertFailsOnlyItsConnection("continuation fragment without a first one",
+                ImmediateHeader.continuation(true, 0, 0), 100);
     }
 
     @Test
     void reservedImmediateBitsFailThatConnectionOnly() throws Exception {
-        try (HostileServerFixture f = new HostileServerFixture(strict());
-             RawPeer peer = f.attacker()) {
-            peer.sendImmediate(ImmediateHeader.first(3 * SLOT), SLOT);
-            peer.sendImmediate(ImmediateHeader.continuation(false, 0, 0) | 0x0100_0000, SLOT);
-            peer.awaitLost(5000);
-            String why = f.closeCause(0).getMessage();
-            assertTrue(why.contains("reserved bits"), why);
-            assertTrue(why.contains("10.77.0.2"), "names the peer: " + why);
-            assertEquals(0, f.server.reassemblyBudget().used(), "the unfinished frame's memory went back");
-            f.assertStillServes(100_000);
-        }
+        assertFailsOnlyItsConnection("reserved bits", ImmediateHeader.first(3 * SLOT), SLOT,
+                ImmediateHeader.continuation(false, 0, 0) | 0x0100_0000, SLOT);
     }
 
     @Test
     void aWholeImmediateFrameThatIsNotLastFailsThatConnectionOnly() throws Exception {
-        try (HostileServerFixture f = new HostileServerFixture(strict());
-             RawPeer peer = f.attacker()) {
-            peer.sendImmediate(ImmediateHeader.whole(0, 0) & ~(1 << 30), 100); // WHOLE without LAST
-            peer.awaitLost(5000);
-            String why = f.closeCause(0).getMessage();
-            assertTrue(why.contains("says a whole frame but not its last fragment"), why);
-            f.assertStillServes(100_000);
-        }
+        assertFailsOnlyItsConnection("says a whole frame but not its last fragment",
+                ImmediateHeader.whole(0, 0) & ~(1 << 30), 100); // WHOLE without LAST
     }
 
     @Test
     void aWholeImmediateFrameInsideAFragmentedOneFailsThatConnectionOnly() throws Exception {
+        assertFailsOnlyItsConnection("a new frame began inside a fragmented one", ImmediateHeader.first(3 * SLOT),
+                SLOT, ImmediateHeader.whole(0, 0), 100);
+    }
+
+    /** Polls {@code peer} until it has received {@code sends} SENDs. */
+    private static void awaitReceived(String what, RawPeer peer, int sends) throws Exception {
+        Peers.await(what + " to arrive", 5_000, () -> {
+            try {
+                peer.poll();
+            } catch (FabricException e) {
+                throw new AssertionError(e);
+            }
+            return peer.received().size() == sends;
+        });
+    }
+
+    /**
+     * A raw peer sends SENDs of {@code immediateAndSize} (immediate data, payload bytes, pairs): its connection alone
+     * fails with a cause that names {@code why} and the peer, a frame it left unfinished gives its memory back, and
+     * the server serves a well-behaved client on.
+     */
+    private static void assertFailsOnlyItsConnection(String why, int... immediateAndSize) throws Exception {
         try (HostileServerFixture f = new HostileServerFixture(strict());
              RawPeer peer = f.attacker()) {
-            peer.sendImmediate(ImmediateHeader.first(3 * SLOT), SLOT);
-            peer.sendImmediate(ImmediateHeader.whole(0, 0), 100);
+            for (int i = 0; i < immediateAndSize.length; i += 2) {
+                peer.sendImmediate(immediateAndSize[i], immediateAndSize[i + 1]);
+            }
             peer.awaitLost(5000);
-            String why = f.closeCause(0).getMessage();
-            assertTrue(why.contains("a new frame began inside a fragmented one"), why);
-            assertEquals(0, f.server.reassemblyBudget().used(), "the unfinished frame's memory went back");
+            String cause = f.closeCause(0).getMessage();
+            assertTrue(cause.contains(why), cause);
+            assertTrue(cause.contains("10.77.0.2"), "names the peer: " + cause);
+            assertEquals(0, f.server.reassemblyBudget().used(), "an unfinished frame's memory went back");
             f.assertStillServes(100_000);
         }
     }
