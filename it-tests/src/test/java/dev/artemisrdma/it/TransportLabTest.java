@@ -185,6 +185,44 @@ class TransportLabTest {
         }
     }
 
+    /**
+     * Issue 24 on rxe: a frame whose in-band header would cost a packet (a multiple of the port's RoCE MTU, whatever it
+     * is: 4,096 and 8,192 bytes) or a SEND (a whole slot) goes as one SEND with its header, and the credit it returns,
+     * in the immediate data (handshake feature 4); a request/reply of such frames, each echoed at once, arrives intact
+     * and sends no credit frame either way. 1,000 bytes, in band, is the control.
+     */
+    @Test
+    void wholeImmediateFramesCarryHeaderAndCreditSoARequestReplySendsNoCreditFrame() throws Exception {
+        TransportConfig config = strict(64, 16 * 1024);
+        int[] sizes = {1000, 4096, 8192, 16 * 1024};
+        int rounds = 100;
+        try (VerbsFabric fabric = new VerbsFabric(); Link link = new Link(fabric, config)) {
+            int[] frames = new int[sizes.length * rounds];
+            for (int i = 0; i < frames.length; i++) {
+                frames[i] = sizes[i / rounds];
+            }
+            for (int i = 0; i < frames.length; i++) {
+                link.client.write(ByteBuffer.wrap(payload(44, i, frames[i])), true);
+                awaitFrames(link.atServer, i + 1, 30);
+                link.serverChannel.write(ByteBuffer.wrap(payload(55, i, frames[i])), true);
+                awaitFrames(link.atClient, i + 1, 30);
+            }
+            assertReceived(link.atServer, 44, frames);
+            assertReceived(link.atClient, 55, frames);
+            for (RdmaChannel channel : List.of(link.client, link.serverChannel)) {
+                TransportStats stats = channel.stats();
+                System.out.println("whole immediate frames, " + (channel == link.client ? "client " : "server ")
+                        + stats);
+                assertEquals(3L * rounds, stats.immediateSends(), "the frames of 4,096, 8,192 and 16,384 bytes, each "
+                        + "one SEND with its header in the immediate data: " + stats);
+                assertEquals(frames.length, stats.sendsPosted() - stats.creditFramesSent(), "one SEND a frame: "
+                        + stats);
+                assertEquals(0, stats.creditFramesSent(), "every credit went back with a frame: " + stats);
+                assertEquals(0, stats.creditStalls(), stats.toString());
+            }
+        }
+    }
+
     @Test
     void tinyCreditWindowsAndAPausedReceiverLoseNothing() throws Exception {
         for (int slots : new int[] {1, 2, 3}) {
