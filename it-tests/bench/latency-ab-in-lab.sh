@@ -6,12 +6,10 @@ set -uo pipefail
 addr="${RDMA_LAB_ADDR1:-10.77.0.2}"
 out="${RDMA_LAB_RESULTS:-/tmp}"
 exec > >(tee -a "$out/latency-ab.txt") 2>&1
-# MTU: the veth pair's MTU for this boot (rxe follows it: 1500 gives RoCE MTU 1024, the lab's 9000 gives 4096)
-if [ -n "${MTU:-}" ]; then
-  ip link set v0 mtu "$MTU" && ip link set v1 mtu "$MTU" || { echo "latency-ab: cannot set MTU $MTU"; exit 2; }
-  sleep 1
-fi
-echo "latency-ab: veth MTU $(cat /sys/class/net/v1/mtu), RoCE $(ibv_devinfo -d rxe1 2>/dev/null | awk '/active_mtu/ {print $2, $3}')"
+# MTU: the veth pair's MTU for this boot (see lab-mtu.sh)
+source "$(dirname "$0")/lab-mtu.sh"
+set_lab_mtu || exit 2
+echo "latency-ab: $(lab_mtu)"
 size="${SIZE:-64}"; rounds="${ROUNDS:-5}"; warmup="${WARMUP:-10000}"; mode="${MODE:-lat}"
 settle=()
 if [ "${SETTLE:-60}" != 0 ]; then settle=(--settle "${SETTLE:-60}"); fi

@@ -104,14 +104,10 @@ rounds_file="$out/rdmaperf-rounds.txt" # every round's latencies and message rat
 summary="$out/rdmaperf-summary.csv"
 echo "mode,size,tool,metric,value" > "$summary"
 date -u +%F > "$out/measured-on.txt" # the day in the charts' titles, also when drawn again from a copy
-# MTU: the veth pair's MTU for this boot (rxe follows it: 1500, ordinary Ethernet, gives RoCE MTU 1024; the lab's
-# 9000 gives 4096); lab-mtu.txt says which one was measured
-if [ -n "${MTU:-}" ]; then
-  ip link set v0 mtu "$MTU" && ip link set v1 mtu "$MTU" || { echo "rdmaperf-in-lab: cannot set MTU $MTU" >&2; exit 2; }
-  sleep 1
-fi
-echo "veth MTU $(cat /sys/class/net/v1/mtu), RoCE $(ibv_devinfo -d rxe1 2>/dev/null \
-  | awk '/active_mtu/ {print $2}')" > "$out/lab-mtu.txt"
+# MTU (see lab-mtu.sh); lab-mtu.txt says which one was measured
+source "$(dirname "$0")/lab-mtu.sh"
+set_lab_mtu || exit 2
+lab_mtu > "$out/lab-mtu.txt"
 csv() { echo "$1,$2,$3,$4,$5" >> "$summary"; } # mode size tool metric value
 printf "%-8s | %14s | %26s | %26s\n" size "ib_send_bw" "verbs (client + server)" "transport (client + server)" \
   > "$cpu_table"

@@ -152,9 +152,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * maximum its peer states); only one on a shared pool offers a window that grows (minimum up to receiveSlots + 1).
      */
     public Handshake.Params localParams() {
-        int features = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
-                | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
-                | Handshake.FEATURE_IMMEDIATE_WHOLE;
+        int features = Handshake.KNOWN_FEATURES; // every one this build reads
         if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     shared.maxCredits());

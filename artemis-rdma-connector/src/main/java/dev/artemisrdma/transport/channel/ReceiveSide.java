@@ -206,8 +206,8 @@ final class ReceiveSide {
 
     /**
      * A fragment whose header is the SEND's immediate data ({@link ImmediateHeader}), or a whole frame so sent: all of
-     * the SEND is payload. A continuation's offset is what the reassembler holds (RC keeps a queue pair's SENDs in order), so the
-     * reassembler's own checks (a first fragment before continuations, lengths that add up, the frame and memory
+     * the SEND is payload. A continuation's offset is what the reassembler holds (RC keeps a queue pair's SENDs in
+     * order), so the reassembler's own checks (a first fragment before continuations, lengths that add up, the frame and memory
      * bounds) judge it as they judge in-band fragments.
      */
     private void consumeImmediateFragment(ByteBuffer slotView, int base, int byteLength, int immediate)

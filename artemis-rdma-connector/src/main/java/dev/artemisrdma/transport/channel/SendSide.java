@@ -380,10 +380,11 @@ final class SendSide {
      * Whether the 8-byte in-band header makes a SEND of {@code frameLength} payload bytes one packet longer at the
      * port's MTU: 1 KiB at RoCE MTU 1024 (ordinary 1500-byte Ethernet) is one packet, 1,032 bytes are two, and on
      * the wire that second packet costs a round trip about what the first does (ib_send_lat's 1 KiB SEND is one). Such a
-     * frame goes with its header in the immediate data, where the peer reads it: as a whole frame that returns credit
-     * (handshake feature 4), or as a first fragment that is the whole frame (feature 2, which every build with immediate
-     * fragments states: their receivers take a first fragment as the whole frame when the SEND is that long), whose
-     * price is that it returns no credit, so what we owe rides on a later SEND (or a credit frame at creditThreshold).
+     * frame goes with its header in the immediate data, where the peer reads it: as a whole frame that returns
+     * credit (handshake feature 4), or as a first fragment that is the whole frame (feature 2, which every build with
+     * immediate fragments states: their receivers take a first fragment as the whole frame when the SEND is that
+     * long), whose price is that it returns no credit, so what we owe rides on a later SEND (or a credit frame at
+     * creditThreshold).
      * An unknown MTU (0) never changes anything.
      */
     private boolean headerCostsAPacket(int frameLength) {

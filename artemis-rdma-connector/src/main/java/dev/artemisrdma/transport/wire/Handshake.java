@@ -64,8 +64,8 @@ public final class Handshake {
     public static final int FEATURE_CREDIT_RECALL = 0x8;
     /** The peer reads a frame of one SEND whose header, credits included, is the immediate data. */
     public static final int FEATURE_IMMEDIATE_WHOLE = 0x10;
-    /** Every feature this version knows; other bits are ignored. */
-    static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
+    /** Every feature this version knows, and states (see {@code RdmaChannelImpl#localParams}); others are ignored. */
+    public static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
             | FEATURE_CREDIT_RECALL | FEATURE_IMMEDIATE_WHOLE;
     /** What this version writes: the fixed part plus the maximum credits. */
     static final int ENCODED_LENGTH = LENGTH + 4;

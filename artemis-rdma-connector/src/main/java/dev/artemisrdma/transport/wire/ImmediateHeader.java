@@ -21,13 +21,13 @@ import dev.artemisrdma.transport.fabric.FabricException;
  * A continuation's offset is not sent: RC delivers a queue pair's SENDs in order, so it is what the receiver has put
  * together so far. A first fragment returns no credit and carries no hint (its 31 bits hold the length): the sender
  * gives it only when it holds a credit beyond the one it spends (the last credit goes only with a SEND that returns
- * credit, see {@code CreditWindow}), and what it owes rides on the next SEND. (So a frame of exactly one slot, a
- * single immediate first fragment, never asks for a larger window; frames of two slots or more ask with their
- * continuations.) Immediate data is never PACKED, CREDIT or CLOSE.
+ * credit, see {@code CreditWindow}), and what it owes rides on the next SEND. (So a frame of exactly one slot sent as a
+ * single immediate first fragment never asks for a larger window; frames of two slots or more ask with their
+ * continuations, and a whole frame asks itself.) Immediate data is never PACKED, CREDIT or CLOSE.
  *
  * <p>A whole frame (bit 28) is a frame of one SEND, its length the SEND's, that returns credit and carries the hint as
  * a continuation does: only to a peer that states {@link Handshake#FEATURE_IMMEDIATE_WHOLE}, for a frame whose in-band
- * header would cost a packet of its own (1 KiB at RoCE MTU 1024). The first-fragment form of such a frame returns no
+ * header would cost a packet of its own (1 KiB at RoCE MTU 1024) or a SEND of its own (a frame of exactly one slot). The first-fragment form of such a frame returns no
  * credit, so a request/reply of them needed a credit frame every few messages (issue 24's MTU 1024 A/B: 53,333 credit
  * frames for 160,001 SENDs) and stalled on the window in between.
  */

@@ -123,8 +123,7 @@ class ImmediateFragmentsTest {
      */
     @Test
     void aWholeImmediateFrameGoesOnlyToAPeerThatStatesIt() throws Exception {
-        int older = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH | Handshake.FEATURE_IMMEDIATE_FRAGMENTS
-                | Handshake.FEATURE_CREDIT_RECALL;
+        int older = Handshake.KNOWN_FEATURES & ~Handshake.FEATURE_IMMEDIATE_WHOLE; // what 0.1.0 states
         for (boolean statesWhole : new boolean[] {false, true}) {
             int features = older | (statesWhole ? Handshake.FEATURE_IMMEDIATE_WHOLE : 0);
             // 8 receives, reposted one at a time (receiveSlots / 8): the request's credit is owed at once

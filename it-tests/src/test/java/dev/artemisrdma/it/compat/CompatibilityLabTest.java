@@ -139,15 +139,11 @@ class CompatibilityLabTest {
         assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
     }
 
-    /** Every wire feature this build states (the handshake's offset 20). */
-    private static final int THIS_BUILD_FEATURES = Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
-            | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
-            | Handshake.FEATURE_IMMEDIATE_WHOLE;
-
     /**
-     * The wire features {@code old} states. Kept by hand on purpose: a build that adds a feature bit must add it to
-     * {@link #THIS_BUILD_FEATURES} and say here which older builds lack it (plain v1 states none; 0.1.0 bits 0-3, not
-     * bit 4, whole immediate frames), and the test then checks that this build uses none of what they lack.
+     * The wire features {@code old} states. Kept by hand on purpose: a build that adds a feature bit (to
+     * {@link Handshake#KNOWN_FEATURES}, every one this build states) must say here which older builds lack it (plain
+     * v1 states none; 0.1.0 bits 0-3, not bit 4, whole immediate frames), and the test then checks that this build
+     * uses none of what they lack.
      */
     private static int statedFeatures(OlderBuilds.Build old) {
         return switch (old.name()) {
@@ -167,7 +163,7 @@ class CompatibilityLabTest {
      */
     private static void assertOlderSide(int features, String side, Map<String, String> meters) {
         assertTrue(Long.parseLong(meters.get("framesSent")) >= MESSAGE_COUNT, side + ": " + meters);
-        boolean fewer = (features & THIS_BUILD_FEATURES) != THIS_BUILD_FEATURES;
+        boolean fewer = (features & Handshake.KNOWN_FEATURES) != Handshake.KNOWN_FEATURES;
         assertEquals(fewer ? "1" : "0", meters.get("olderPeers"), side + (fewer ? " counts the peer as older: "
                 : ": ") + meters);
         if ((features & Handshake.FEATURE_PACKED) == 0) {
