@@ -290,6 +290,12 @@ class ImmediateFragmentsTest {
                 SLOT, ImmediateHeader.whole(0, 0), 100);
     }
 
+    @Test
+    void aWholeImmediateFrameGrantingMoreThanTheWindowFailsThatConnectionOnly() throws Exception {
+        // its credits go through the same window bound as an in-band header's (PeerValidationTest)
+        assertFailsOnlyItsConnection("receives it advertised", ImmediateHeader.whole(0, FrameHeader.MAX_CREDITS), 100);
+    }
+
     /** Polls {@code peer} until it has received {@code sends} SENDs. */
     private static void awaitReceived(String what, RawPeer peer, int sends) throws Exception {
         Peers.await(what + " to arrive", 5_000, () -> {
