@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -60,7 +61,8 @@ public final class ScaleBenchmark {
      * The broker's CPU over a window (from /proc): the whole process, its JIT compiler threads (still compiling after
      * start-up or a round, work that ends), the completion loops, and the busiest threads.
      */
-    record CpuWindow(double percent, double jitPercent, double loopPercent, List<String> busiest, double seconds) {
+    record CpuWindow(double percent, double jitPercent, double loopPercent, List<String> busiest, double seconds,
+                     Map<Owner, Double> byOwner) {
 
         static CpuWindow measure(long pid, int seconds) throws Exception {
             Map<Long, long[]> threads0 = threadTicks(pid);
@@ -74,8 +76,80 @@ public final class ScaleBenchmark {
             return new CpuWindow((ticks1 - ticks0) / hz / elapsed * 100,
                     threadsPercent(threads0, threads1, hz, elapsed, "C\\d CompilerThre.*"),
                     threadsPercent(threads0, threads1, hz, elapsed, "rdma-\\d+-.*-cq\\d*"),
-                    ScaleBenchmark.busiest(threads0, threads1, hz, elapsed), elapsed);
+                    ScaleBenchmark.busiest(threads0, threads1, hz, elapsed), elapsed,
+                    Owner.split(threads0, threads1, hz, elapsed));
         }
+
+        /** What one owner's threads used in this window beyond {@code before}'s, in % of one core. */
+        double addedBy(Owner owner, CpuWindow before) {
+            return byOwner.getOrDefault(owner, 0.0) - before.byOwner.getOrDefault(owner, 0.0);
+        }
+    }
+
+    /**
+     * Whose threads used the CPU, by the thread names /proc gives (cut to 15 characters): so the idle figure can say
+     * how much of what the connections add is the transport's own work and how much is Artemis's per-connection
+     * work (its TTL check every connection-ttl-check-interval, which hands one flush task per connection to its
+     * pool), the same whatever the transport.
+     */
+    enum Owner {
+        /** Our transport: completion loops, its timer, rdma_cm's event thread (all named rdma-...). */
+        TRANSPORT("transport (rdma-*)"),
+        /** Artemis's threads: its pools ("Thread-N (ActiveMQ-..."), the failure check; Netty's event loops too. */
+        ARTEMIS("Artemis and Netty"),
+        /** The JIT compilers, whose compiling ends (left out of the idle figure). */
+        JIT("JIT compilers"),
+        /** The JVM's own threads: GC, the VM thread, the periodic task, ... */
+        JVM("JVM"),
+        OTHER("other");
+
+        final String label;
+
+        Owner(String label) {
+            this.label = label;
+        }
+
+        static Owner of(String thread) {
+            if (thread.startsWith("rdma-")) {
+                return TRANSPORT;
+            }
+            if (thread.matches("C\\d CompilerThre.*")) {
+                return JIT;
+            }
+            if (thread.matches("Thread-\\d+ \\(.*") || thread.toLowerCase(Locale.ROOT).startsWith("activemq")) {
+                return ARTEMIS;
+            }
+            if (thread.startsWith("VM ") || thread.startsWith("G1 ") || thread.startsWith("GC Thread")
+                    || thread.matches("(Service Thread|Monitor Deflati|Common-Cleaner|Signal Dispatch|Reference Handl"
+                    + "|Finalizer|Notification Th|Sweeper thread|Attach Listener|Periodic GC|VM Periodic Tas).*")) {
+                return JVM;
+            }
+            return OTHER;
+        }
+
+        static Map<Owner, Double> split(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
+                                        double seconds) {
+            Map<Owner, Double> result = new EnumMap<>(Owner.class);
+            after.forEach((tid, t) -> {
+                long[] b = before.getOrDefault(tid, new long[2]);
+                result.merge(of(threadNames.getOrDefault(tid, "?")), (t[0] + t[1] - b[0] - b[1]) / hz / seconds * 100,
+                        Double::sum);
+            });
+            return result;
+        }
+    }
+
+    /** What the idle connections add to the empty broker, by whose threads use it (% of one core). */
+    private static void addedByOwnerLine(StringBuilder out, Pass p) {
+        StringBuilder parts = new StringBuilder();
+        for (Owner owner : Owner.values()) {
+            if (owner != Owner.JIT) {
+                parts.append(String.format(Locale.ROOT, "%s%s %.2f", parts.length() == 0 ? "" : ", ", owner.label,
+                        p.idle.addedBy(owner, p.empty)));
+            }
+        }
+        line(out, "what the %d idle connections add, by whose threads (%% of one core, the idle window minus the empty "
+                + "one, JIT left out): %s", p.connections, parts);
     }
 
     public static void main(String[] args) throws Exception {
@@ -126,6 +200,7 @@ public final class ScaleBenchmark {
                 line(out, "busiest broker threads in that window (CPU %% of one core): %s",
                         String.join(", ", p.idle.busiest()));
                 emptyBrokerLine(out, p);
+                addedByOwnerLine(out, p);
                 if (s.get("serverConnections") != connections) {
                     failures.add(p.name + ": the broker counted " + s.get("serverConnections") + " connections, not "
                             + connections);
@@ -150,6 +225,7 @@ public final class ScaleBenchmark {
             line(out, "busiest broker threads in that window (CPU %% of one core): %s",
                     String.join(", ", p.idle.busiest()));
             emptyBrokerLine(out, p);
+            addedByOwnerLine(out, p);
             if (s.get("connections") != connections) {
                 failures.add(p.name + ": the broker counted " + s.get("connections") + " connections, not "
                         + connections);
