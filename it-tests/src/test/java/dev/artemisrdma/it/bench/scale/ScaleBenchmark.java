@@ -53,7 +53,7 @@ public final class ScaleBenchmark {
 
         /** What the idle connections add to the empty broker, leaving out the JIT compiler threads in both. */
         double addedWithoutJit() {
-            return (idle.percent - idle.jitPercent) - (empty.percent - empty.jitPercent);
+            return (idle.percent - idle.jitPercent()) - (empty.percent - empty.jitPercent());
         }
     }
 
@@ -61,7 +61,7 @@ public final class ScaleBenchmark {
      * The broker's CPU over a window (from /proc): the whole process, its JIT compiler threads (still compiling after
      * start-up or a round, work that ends), the completion loops, and the busiest threads.
      */
-    record CpuWindow(double percent, double jitPercent, double loopPercent, List<String> busiest, double seconds,
+    record CpuWindow(double percent, double loopPercent, List<String> busiest, double seconds,
                      Map<Owner, Double> byOwner) {
 
         static CpuWindow measure(long pid, int seconds) throws Exception {
@@ -73,11 +73,15 @@ public final class ScaleBenchmark {
             double elapsed = (System.nanoTime() - t0) / 1e9;
             Map<Long, long[]> threads1 = threadTicks(pid);
             double hz = clockTicks();
+            Map<Long, Double> byThread = threadPercents(threads0, threads1, hz, elapsed);
             return new CpuWindow((ticks1 - ticks0) / hz / elapsed * 100,
-                    threadsPercent(threads0, threads1, hz, elapsed, "C\\d CompilerThre.*"),
-                    threadsPercent(threads0, threads1, hz, elapsed, "rdma-\\d+-.*-cq\\d*"),
-                    ScaleBenchmark.busiest(threads0, threads1, hz, elapsed), elapsed,
-                    Owner.split(threads0, threads1, hz, elapsed));
+                    threadsPercent(byThread, "rdma-\\d+-.*-cq\\d*"), ScaleBenchmark.busiest(byThread), elapsed,
+                    Owner.split(byThread));
+        }
+
+        /** The JIT compiler threads' share (the kernel cuts their names to "C2 CompilerThre"). */
+        double jitPercent() {
+            return byOwner.getOrDefault(Owner.JIT, 0.0);
         }
 
         /** What one owner's threads used in this window beyond {@code before}'s, in % of one core. */
@@ -121,20 +125,16 @@ public final class ScaleBenchmark {
             }
             if (thread.startsWith("VM ") || thread.startsWith("G1 ") || thread.startsWith("GC Thread")
                     || thread.matches("(Service Thread|Monitor Deflati|Common-Cleaner|Signal Dispatch|Reference Handl"
-                    + "|Finalizer|Notification Th|Sweeper thread|Attach Listener|Periodic GC|VM Periodic Tas).*")) {
+                    + "|Finalizer|Notification Th|Sweeper thread|Attach Listener|Periodic GC).*")) {
                 return JVM;
             }
             return OTHER;
         }
 
-        static Map<Owner, Double> split(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
-                                        double seconds) {
+        static Map<Owner, Double> split(Map<Long, Double> byThread) {
             Map<Owner, Double> result = new EnumMap<>(Owner.class);
-            after.forEach((tid, t) -> {
-                long[] b = before.getOrDefault(tid, new long[2]);
-                result.merge(of(threadNames.getOrDefault(tid, "?")), (t[0] + t[1] - b[0] - b[1]) / hz / seconds * 100,
-                        Double::sum);
-            });
+            byThread.forEach((tid, percent) -> result.merge(of(threadNames.getOrDefault(tid, "?")), percent,
+                    Double::sum));
             return result;
         }
     }
@@ -420,37 +420,43 @@ public final class ScaleBenchmark {
         return new long[] {Long.parseLong(f[11]), Long.parseLong(f[12])};
     }
 
-    private static List<String> busiest(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
-                                        double seconds) {
-        List<Map.Entry<Long, Long>> deltas = new ArrayList<>();
+    /**
+     * Each thread alive at the window's end: its CPU over the window (utime + stime since {@code before}, all of it
+     * for a thread that began inside the window), in % of one core.
+     */
+    private static Map<Long, Double> threadPercents(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
+                                                    double seconds) {
+        Map<Long, Double> result = new HashMap<>();
         after.forEach((tid, t) -> {
             long[] b = before.getOrDefault(tid, new long[2]);
-            deltas.add(Map.entry(tid, t[0] + t[1] - b[0] - b[1]));
+            result.put(tid, (t[0] + t[1] - b[0] - b[1]) / hz / seconds * 100);
         });
-        deltas.sort(Map.Entry.<Long, Long>comparingByValue(Comparator.reverseOrder()));
+        return result;
+    }
+
+    private static List<String> busiest(Map<Long, Double> byThread) {
+        List<Map.Entry<Long, Double>> sorted = new ArrayList<>(byThread.entrySet());
+        sorted.sort(Map.Entry.<Long, Double>comparingByValue(Comparator.reverseOrder()));
         List<String> top = new ArrayList<>();
-        for (Map.Entry<Long, Long> e : deltas.subList(0, Math.min(6, deltas.size()))) {
-            top.add(String.format(Locale.ROOT, "%s %.2f", threadNames.getOrDefault(e.getKey(), "?"),
-                    e.getValue() / hz / seconds * 100));
+        for (Map.Entry<Long, Double> e : sorted.subList(0, Math.min(6, sorted.size()))) {
+            top.add(String.format(Locale.ROOT, "%s %.2f", threadNames.getOrDefault(e.getKey(), "?"), e.getValue()));
         }
-        top.add(String.format(Locale.ROOT, "(%d threads)", after.size()));
+        top.add(String.format(Locale.ROOT, "(%d threads)", byThread.size()));
         return top;
     }
 
     /**
      * CPU of the threads whose names match {@code name} (the kernel cuts names to 15 characters: completion loops are
-     * TRANSPORT-DEVICE-cqN, the JIT's "C2 CompilerThread0").
+     * TRANSPORT-DEVICE-cqN).
      */
-    private static double threadsPercent(Map<Long, long[]> before, Map<Long, long[]> after, double hz,
-                                         double seconds, String name) {
-        long ticks = 0;
-        for (Map.Entry<Long, long[]> e : after.entrySet()) {
+    private static double threadsPercent(Map<Long, Double> byThread, String name) {
+        double percent = 0;
+        for (Map.Entry<Long, Double> e : byThread.entrySet()) {
             if (threadNames.getOrDefault(e.getKey(), "").matches(name)) {
-                long[] b = before.getOrDefault(e.getKey(), new long[2]);
-                ticks += e.getValue()[0] + e.getValue()[1] - b[0] - b[1];
+                percent += e.getValue();
             }
         }
-        return ticks / hz / seconds * 100;
+        return percent;
     }
 
     private static double clockTicks() throws Exception {
