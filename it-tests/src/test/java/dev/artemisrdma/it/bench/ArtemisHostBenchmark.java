@@ -12,6 +12,7 @@ import dev.artemisrdma.it.bench.ArtemisTransportBenchmark.CpuMeter;
 import dev.artemisrdma.it.bench.ArtemisTransportBenchmark.Scenario;
 import dev.artemisrdma.it.bench.fabric.MemoryFabric;
 import dev.artemisrdma.it.bench.fabric.MemoryFabricSupplier;
+import dev.artemisrdma.transport.loop.CompletionLoop;
 import jakarta.jms.Connection;
 import jdk.jfr.Configuration;
 import jdk.jfr.Recording;
@@ -427,8 +428,10 @@ public final class ArtemisHostBenchmark {
          */
         static String component(List<RecordedFrame> frames) {
             for (RecordedFrame f : frames) {
+                // by the class itself, not its name as a string: the package split moved it (from
+                // dev.artemisrdma.transport to .loop) and a string left behind matched nothing since
                 if (f.getMethod().getName().equals("spin")
-                        && f.getMethod().getType().getName().equals("dev.artemisrdma.transport.CompletionLoop")) {
+                        && f.getMethod().getType().getName().equals(CompletionLoop.class.getName())) {
                     return SPIN; // the busy-poll a spin window buys (with verbs: ibv_poll_cq in a loop)
                 }
             }
