@@ -37,7 +37,7 @@ public final class InProcessPerf implements AutoCloseable {
         this.transport = t;
     }
 
-    /** A ping-pong of {@code warmup} + {@code iters} round trips of {@code size} bytes; {@code transport}: our layer. */
+    /** A ping-pong of {@code warmup} + {@code iters} round trips of {@code size} bytes; {@code transport}: ours. */
     public PingPong pingPong(boolean transport, int size, int iters, int warmup) throws Exception {
         PerfOptions options = new PerfOptions("client", address, transport ? port + 1 : port, "lat", size, iters,
                 transport ? "transport" : "verbs", warmup, 0);

@@ -34,12 +34,13 @@ import dev.artemisrdma.tools.InProcessPerf;
  * ib_send_lat at 64 B, 1.25x at 1 KiB), without the lab's amplification.
  *
  * <p>A flight recording (1 ms execution samples) splits each layer's windows by component: completion queue polls
- * (busy-polling for the peer's answer, mostly), the fabric's work (the SEND's copy, queues, completions), our transport,
- * the ping-pong driver. Each share is turned into microseconds of the process's CPU per round trip (measured over the
- * layer's runs): the sampler does not catch every running thread every period, so the samples give shares, not time.
+ * (busy-polling for the peer's answer, mostly), the fabric's work (the SEND's copy, queues, completions), our
+ * transport, the ping-pong driver. Each share is turned into microseconds of the process's CPU per round trip
+ * (measured over the layer's runs): the sampler does not catch every running thread every period, so the samples give
+ * shares, not time.
  *
  * <p>Knobs (environment): SIZES ("64 1024"), ROUNDS (5), ITERS (200000 round trips measured per run), WARMUP (ITERS / 2
- * before them, by count), JFR (1; 0: no recording). Results in the folder named by the first argument.
+ * before them, by count), JFR (1; 0: no recording), KEEP_JFR (0). Results in the folder named by the first argument.
  */
 public final class TransportHostBenchmark {
 
@@ -53,6 +54,9 @@ public final class TransportHostBenchmark {
     static final String OURS = "our transport";
     static final String DRIVER = "ping-pong driver (RdmaPerf's loops, HdrHistogram)";
     static final String JDK = "JDK only";
+    private static final String TRANSPORT_PACKAGE = "dev.artemisrdma.transport.";
+    /** The fabric API's data classes (Completions, SendList, RecvList): their caller's work. */
+    private static final String FABRIC_API_PACKAGE = "dev.artemisrdma.transport.fabric.";
 
     /** One layer's run in one round: its figures and when it ran. */
     record Run(int size, int round, boolean transport, InProcessPerf.PingPong figures, long startMillis,
@@ -171,13 +175,14 @@ public final class TransportHostBenchmark {
             double tp50 = median(transport, InProcessPerf.PingPong::p50Micros);
             double tp99 = median(transport, InProcessPerf.PingPong::p99Micros);
             out.println(String.format(Locale.ROOT, "%-6s | %8.3f / %-13.3f | %8.3f / %-13.3f | %5.2fx (%.2f-%.2f)%8s | "
-                            + "%.2fx", size + " B", vp50, vp99, tp50, tp99, median(p50Ratios), min(p50Ratios),
-                    max(p50Ratios), "", median(p99Ratios)));
+                            + "%.2fx", size + " B", vp50, vp99, tp50, tp99, ArtemisTransportBenchmark.median(p50Ratios),
+                    min(p50Ratios), max(p50Ratios), "", ArtemisTransportBenchmark.median(p99Ratios)));
             csv.append(String.format(Locale.ROOT, "%d,verbs,%.3f,%.3f,%.3f,%d,,,,%n", size, vp50, vp99,
                     median(verbs, InProcessPerf.PingPong::minMicros), verbs.size()));
             csv.append(String.format(Locale.ROOT, "%d,transport,%.3f,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f%n", size, tp50,
-                    tp99, median(transport, InProcessPerf.PingPong::minMicros), transport.size(), median(p50Ratios),
-                    median(p99Ratios), min(p50Ratios), max(p50Ratios)));
+                    tp99, median(transport, InProcessPerf.PingPong::minMicros), transport.size(),
+                    ArtemisTransportBenchmark.median(p50Ratios), ArtemisTransportBenchmark.median(p99Ratios),
+                    min(p50Ratios), max(p50Ratios)));
         }
         Files.writeString(results.resolve("transport-host-summary.csv"), csv);
         if (profiles.isEmpty()) {
@@ -223,17 +228,8 @@ public final class TransportHostBenchmark {
     }
 
     private static double median(List<Run> runs, ToDoubleFunction<InProcessPerf.PingPong> figure) {
-        return median(runs.stream().mapToDouble(r -> figure.applyAsDouble(r.figures())).toArray());
-    }
-
-    static double median(double[] values) {
-        if (values.length == 0) {
-            return Double.NaN;
-        }
-        double[] v = values.clone();
-        Arrays.sort(v);
-        int m = v.length / 2;
-        return v.length % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+        return ArtemisTransportBenchmark.median(runs.stream().mapToDouble(r -> figure.applyAsDouble(r.figures()))
+                .toArray());
     }
 
     private static double min(double[] values) {
@@ -286,7 +282,7 @@ public final class TransportHostBenchmark {
             if (component.equals(OURS)) {
                 for (RecordedFrame f : frames) {
                     String c = f.getMethod().getType().getName();
-                    if (c.startsWith("dev.artemisrdma.transport.") && !c.startsWith("dev.artemisrdma.transport.fabric.")) {
+                    if (c.startsWith(TRANSPORT_PACKAGE) && !c.startsWith(FABRIC_API_PACKAGE)) {
                         byOurMethod.merge(c.substring(c.lastIndexOf('.') + 1) + "." + f.getMethod().getName(), 1L,
                                 Long::sum);
                         break;
@@ -303,13 +299,13 @@ public final class TransportHostBenchmark {
             for (RecordedFrame f : frames) {
                 String c = f.getMethod().getType().getName();
                 if (c.startsWith("java.") || c.startsWith("jdk.") || c.startsWith("sun.")
-                        || c.startsWith("dev.artemisrdma.transport.fabric.")) {
+                        || c.startsWith(FABRIC_API_PACKAGE)) {
                     continue;
                 }
                 if (c.startsWith(MemoryFabric.class.getName())) {
                     return f.getMethod().getName().startsWith("poll") ? POLLS : FABRIC;
                 }
-                if (c.startsWith("dev.artemisrdma.transport.")) {
+                if (c.startsWith(TRANSPORT_PACKAGE)) {
                     return OURS;
                 }
                 return DRIVER;
@@ -328,13 +324,15 @@ public final class TransportHostBenchmark {
         }
 
         List<Map.Entry<String, Long>> sortedComponents() {
-            List<Map.Entry<String, Long>> e = new ArrayList<>(byComponent.entrySet());
-            e.sort(Map.Entry.<String, Long>comparingByValue().reversed());
-            return e;
+            return largestFirst(byComponent);
         }
 
         List<Map.Entry<String, Long>> ourMethods() {
-            List<Map.Entry<String, Long>> e = new ArrayList<>(byOurMethod.entrySet());
+            return largestFirst(byOurMethod);
+        }
+
+        private static List<Map.Entry<String, Long>> largestFirst(Map<String, Long> counts) {
+            List<Map.Entry<String, Long>> e = new ArrayList<>(counts.entrySet());
             e.sort(Map.Entry.<String, Long>comparingByValue().reversed());
             return e;
         }
