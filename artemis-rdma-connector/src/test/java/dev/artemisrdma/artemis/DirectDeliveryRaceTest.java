@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.activemq.artemis.api.core.QueueConfiguration;
 import org.apache.activemq.artemis.api.core.RoutingType;
 import org.apache.activemq.artemis.api.core.client.ActiveMQClient;
@@ -26,8 +27,10 @@ import org.apache.activemq.artemis.core.config.Configuration;
 import org.apache.activemq.artemis.core.config.impl.ConfigurationImpl;
 import org.apache.activemq.artemis.core.message.impl.CoreMessage;
 import org.apache.activemq.artemis.core.paging.cursor.PageIterator;
+import org.apache.activemq.artemis.core.server.Consumer;
 import org.apache.activemq.artemis.core.remoting.impl.invm.InVMAcceptorFactory;
 import org.apache.activemq.artemis.core.server.impl.QueueImpl;
+import org.apache.activemq.artemis.core.server.impl.ServerConsumerImpl;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -67,6 +70,13 @@ class DirectDeliveryRaceTest {
             ClientConsumer consumer = session.createConsumer(QUEUE);
             session.start();
             QueueImpl queue = (QueueImpl) broker.server().locateQueue(QUEUE);
+            // the consumer's start and its first credits reach the server's consumer asynchronously; until both have,
+            // it answers BUSY, and a direct delivery falls back to the queue, whose runner is held below: the order
+            // would then follow that timing, not the race (CI saw 2/0, 1/0, 2/1 once; a loaded machine, one run in
+            // five). So the race begins once the server's consumer is started with credits, and the queue's executor
+            // has run what their arrival scheduled (the re-enabling check requires it idle).
+            awaitReady(queue);
+            assertTrue(queue.flushExecutor(), "the queue's executor did not go idle");
 
             Thread otherProducer = new Thread(() -> route(broker, 1, 0), "journal-completion-like");
             HeldHasNext held = HeldHasNext.install(queue, otherProducer);
@@ -96,6 +106,24 @@ class DirectDeliveryRaceTest {
             assertEquals(List.of("1/0", "2/1", "2/0"), order,
                     "producer 2's seq 1 overtook seq 0: the Artemis race this test documents");
         }
+    }
+
+    /** Waits until the queue's one consumer, on the server, is started and has credits: it takes a message then. */
+    private static void awaitReady(QueueImpl queue) throws Exception {
+        Field started = ServerConsumerImpl.class.getDeclaredField("started");
+        started.setAccessible(true);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (System.nanoTime() < deadline) {
+            for (Consumer c : queue.getConsumers()) {
+                ServerConsumerImpl consumer = (ServerConsumerImpl) c;
+                AtomicInteger credits = consumer.getAvailableCredits();
+                if (started.getBoolean(consumer) && (credits == null || credits.get() > 0)) {
+                    return;
+                }
+            }
+            Thread.sleep(5);
+        }
+        throw new AssertionError("the server's consumer was not started with credits within 10 s");
     }
 
     private static void route(EmbeddedBroker broker, int producer, int seq) {

@@ -6,6 +6,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.channel.ChannelHooks;
 import dev.artemisrdma.transport.config.TransportConfig;
 
 /** A fake fabric, a server transport and a client transport, one channel between them. */
@@ -44,7 +45,10 @@ public final class Connection implements AutoCloseable {
         client = clientTransport.connect(server.localAddress(), clientSide);
         serverChannel = admitted.get(5, TimeUnit.SECONDS);
         if (!fabric.holdPassiveEstablished) {
-            established.get(5, TimeUnit.SECONDS); // both ends open, as a test expects of a connection
+            established.get(5, TimeUnit.SECONDS);
+            // both ends open, as a test expects of a connection: the acceptor is told (and makes its handler) just
+            // before the channel opens, so a write in between would be queued until the open posts it
+            Peers.await("the server's channel open", 5000, () -> ChannelHooks.established(serverChannel));
         }
     }
 

@@ -1,0 +1,18 @@
+package dev.artemisrdma.transport.channel;
+
+import dev.artemisrdma.transport.api.RdmaChannel;
+
+/**
+ * Opens a channel's package-private state to the tests of other packages (the transport's {@code Connection} helper),
+ * so that the channel's public API stays what its users need. Stateless.
+ */
+public final class ChannelHooks {
+
+    private ChannelHooks() {
+    }
+
+    /** Whether {@code channel} is open: established, neither closing nor failed (isOpen() also counts CONNECTING). */
+    public static boolean established(RdmaChannel channel) {
+        return ((RdmaChannelImpl) channel).state() == ChannelState.OPEN;
+    }
+}
