@@ -438,8 +438,7 @@ public final class ArtemisHostBenchmark {
             String netty = null;
             for (RecordedFrame f : frames) {
                 String c = f.getMethod().getType().getName();
-                if (c.startsWith("java.") || c.startsWith("javax.") || c.startsWith("jdk.") || c.startsWith("sun.")
-                        || c.startsWith("com.sun.")) {
+                if (jdkClass(c)) {
                     continue;
                 }
                 if (c.startsWith("dev.artemisrdma.transport.fabric.")) {
@@ -453,6 +452,12 @@ public final class ArtemisHostBenchmark {
                 return netty == null ? component : "Netty, called by " + component;
             }
             return netty != null ? "Netty" : "JDK";
+        }
+
+        /** Whether {@code className} is the JDK's: a profile gives its time to the first caller that is not. */
+        static boolean jdkClass(String className) {
+            return className.startsWith("java.") || className.startsWith("javax.") || className.startsWith("jdk.")
+                    || className.startsWith("sun.") || className.startsWith("com.sun.");
         }
 
         static String componentOf(String c) {

@@ -282,7 +282,7 @@ public final class TransportHostBenchmark {
             if (component.equals(OURS)) {
                 for (RecordedFrame f : frames) {
                     String c = f.getMethod().getType().getName();
-                    if (c.startsWith(TRANSPORT_PACKAGE) && !c.startsWith(FABRIC_API_PACKAGE)) {
+                    if (ours(c)) {
                         byOurMethod.merge(c.substring(c.lastIndexOf('.') + 1) + "." + f.getMethod().getName(), 1L,
                                 Long::sum);
                         break;
@@ -298,19 +298,20 @@ public final class TransportHostBenchmark {
         static String component(List<RecordedFrame> frames) {
             for (RecordedFrame f : frames) {
                 String c = f.getMethod().getType().getName();
-                if (c.startsWith("java.") || c.startsWith("jdk.") || c.startsWith("sun.")
-                        || c.startsWith(FABRIC_API_PACKAGE)) {
+                if (ArtemisHostBenchmark.Profile.jdkClass(c) || c.startsWith(FABRIC_API_PACKAGE)) {
                     continue;
                 }
                 if (c.startsWith(MemoryFabric.class.getName())) {
                     return f.getMethod().getName().startsWith("poll") ? POLLS : FABRIC;
                 }
-                if (c.startsWith(TRANSPORT_PACKAGE)) {
-                    return OURS;
-                }
-                return DRIVER;
+                return ours(c) ? OURS : DRIVER;
             }
             return JDK;
+        }
+
+        /** Our transport's classes, the fabric API's data classes left out (their caller's work). */
+        private static boolean ours(String className) {
+            return className.startsWith(TRANSPORT_PACKAGE) && !className.startsWith(FABRIC_API_PACKAGE);
         }
 
         /** Both ends' CPU per round trip: the process's, measured, not sampled. */
