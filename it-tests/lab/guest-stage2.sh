@@ -5,8 +5,9 @@
 # kernel console (ttyS0, saved by the host as console.log).
 #
 # The control share (/run/lab-ctl) holds, written by the host:
-#   config  bash assignments: RESULTS, PROJECT (absolute paths), OVERLAYS (array
-#           of absolute paths to make writable with a tmpfs-backed overlay)
+#   config  bash assignments: RESULTS, PROJECT (absolute paths), ROLE ("" for the
+#           one-guest lab; a or b for the two hosts of `rdma-lab run --hosts 2`),
+#           OVERLAYS (array of absolute paths to make writable with a tmpfs-backed overlay)
 #   argv    the command, NUL-separated
 #   env     the command's environment, NUL-separated NAME=VALUE entries
 # and receives from here:
@@ -49,7 +50,7 @@ ln -sfn /proc/self/fd/1 /dev/stdout
 ln -sfn /proc/self/fd/2 /dev/stderr
 mkdir -p -m 1777 "$LAB_TMP"
 mkdir -p /run/lab/tmp-upper /run/lab/tmp-work
-hostname rdma-lab
+hostname "rdma-lab${ROLE:+-$ROLE}"
 
 mark "tmp overlay"
 # --- a writable /tmp that still shows the host's /tmp ----------------------
@@ -81,24 +82,37 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 labout "$RESULTS" \
 # --- names for the lab's addresses (the host's /etc is read-only) ----------
 {
     cat /etc/hosts 2>/dev/null
-    echo "127.0.1.1 rdma-lab"
-    echo "10.77.0.1 rdma-lab-0"
-    echo "10.77.0.2 rdma-lab-1"
-    echo "fd77::1 rdma-lab-0-v6"
-    echo "fd77::2 rdma-lab-1-v6"
+    echo "127.0.1.1 rdma-lab${ROLE:+-$ROLE}"
+    if [ -z "$ROLE" ]; then
+        echo "10.77.0.1 rdma-lab-0"
+        echo "10.77.0.2 rdma-lab-1"
+        echo "fd77::1 rdma-lab-0-v6"
+        echo "fd77::2 rdma-lab-1-v6"
+    else
+        echo "10.78.0.1 rdma-lab-a"
+        echo "10.78.0.2 rdma-lab-b"
+        echo "fd78::1 rdma-lab-a-v6"
+        echo "fd78::2 rdma-lab-b-v6"
+        echo "10.79.0.1 rdma-lab-a-mgmt"
+        echo "10.79.0.2 rdma-lab-b-mgmt"
+    fi
 } > /run/lab/hosts
 mount --bind /run/lab/hosts /etc/hosts || true
 
 mark "soft-roce"
-# --- Soft-RoCE: two rxe devices over the two ends of a veth pair -----------
-# Jumbo frames, as RoCE fabrics are usually run: rxe then reports an active MTU of 4096 instead of 1024, so a
-# 1 KiB message plus any header is one packet, as on the hardware our users compare against.
 # Modules do not auto-load here; crc32_generic first or rxe fails to init crc32.
 modprobe crc32_generic || fail "modprobe crc32_generic failed (is /lib/modules/$(uname -r) there?)"
-modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
-# IPv6 too (fd77::1/64, fd77::2/64; nodad: usable at once instead of "tentative" for a second), so rxe gets
-# IPv6 GIDs and rdma_cm endpoints like rdma://[fd77::1]:61700 can be tested.
-ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24, fd77::1/64) / v1 (10.77.0.2/24, fd77::2/64) failed"
+
+# one_guest: two rxe devices over the two ends of a veth pair, in one kernel (rdma_cm loops every connection back
+# inside the device that owns the destination address: nothing crosses the veth)
+one_guest() {
+    # --- Soft-RoCE: two rxe devices over the two ends of a veth pair -----------
+    # Jumbo frames, as RoCE fabrics are usually run: rxe then reports an active MTU of 4096 instead of 1024, so a
+    # 1 KiB message plus any header is one packet, as on the hardware our users compare against.
+    modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
+    # IPv6 too (fd77::1/64, fd77::2/64; nodad: usable at once instead of "tentative" for a second), so rxe gets
+    # IPv6 GIDs and rdma_cm endpoints like rdma://[fd77::1]:61700 can be tested.
+    ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24, fd77::1/64) / v1 (10.77.0.2/24, fd77::2/64) failed"
 link set lo up
 link add v0 type veth peer name v1
 addr add 10.77.0.1/24 dev v0
@@ -110,22 +124,73 @@ link set v1 mtu 9000
 link set v0 up
 link set v1 up
 IPCMDS
-rdma link add rxe0 type rxe netdev v0 || fail "rdma link add rxe0 type rxe netdev v0 failed"
-rdma link add rxe1 type rxe netdev v1 || fail "rdma link add rxe1 type rxe netdev v1 failed"
-links=""
-for _ in $(seq 100); do
-    links=$(rdma link show 2>&1)
-    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] && break
-    sleep 0.1
-done
-[ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] || fail "rxe0/rxe1 did not become ACTIVE: $links"
-# rxe adds a GID per address of its netdev from a work queue: wait for the IPv6 ones, or IPv6 connects fail.
-gid6() { grep -ql "^fd77:0000:0000:0000:0000:0000:0000:000$2\$" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null; }
-for _ in $(seq 100); do
-    gid6 rxe0 1 && gid6 rxe1 2 && break
-    sleep 0.1
-done
-gid6 rxe0 1 && gid6 rxe1 2 || fail "rxe0/rxe1 have no GID for fd77::1/fd77::2: $(cat /sys/class/infiniband/rxe*/ports/1/gids/[0-3] 2>&1)"
+    rdma link add rxe0 type rxe netdev v0 || fail "rdma link add rxe0 type rxe netdev v0 failed"
+    rdma link add rxe1 type rxe netdev v1 || fail "rdma link add rxe1 type rxe netdev v1 failed"
+    links=""
+    for _ in $(seq 100); do
+        links=$(rdma link show 2>&1)
+        [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] && break
+        sleep 0.1
+    done
+    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] || fail "rxe0/rxe1 did not become ACTIVE: $links"
+    # rxe adds a GID per address of its netdev from a work queue: wait for the IPv6 ones, or IPv6 connects fail.
+    gid6() { grep -ql "^fd77:0000:0000:0000:0000:0000:0000:000$2\$" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null; }
+    for _ in $(seq 100); do
+        gid6 rxe0 1 && gid6 rxe1 2 && break
+        sleep 0.1
+    done
+    gid6 rxe0 1 && gid6 rxe1 2 || fail "rxe0/rxe1 have no GID for fd77::1/fd77::2: $(cat /sys/class/infiniband/rxe*/ports/1/gids/[0-3] 2>&1)"
+}
+
+# two_hosts: this guest is host A or B of `rdma-lab run --hosts 2`: one virtio NIC on the wire (wire0, rxe0 on it,
+# 10.78.0.N and fd78::N) and one on the management link (mgmt0, 10.79.0.N, no RDMA). The NICs are found by the MAC
+# addresses rdma-lab gave them (52:54:00:78:... wire, 52:54:00:79:... management) and renamed, so tests name them.
+two_hosts() {
+    local n
+    case $ROLE in a) n=1 ;; b) n=2 ;; *) fail "unknown lab role '$ROLE' (a or b)" ;; esac
+    modprobe -a virtio_net rdma_rxe rdma_ucm ib_uverbs sch_netem || fail "modprobe -a virtio_net rdma_rxe rdma_ucm ib_uverbs sch_netem failed"
+    local wire="" mgmt="" dev mac
+    for _ in $(seq 100); do
+        for dev in /sys/class/net/*; do
+            mac=$(cat "$dev/address" 2>/dev/null)
+            case $mac in 52:54:00:78:*) wire=${dev##*/} ;; 52:54:00:79:*) mgmt=${dev##*/} ;; esac
+        done
+        [ -n "$wire" ] && [ -n "$mgmt" ] && break
+        sleep 0.1
+    done
+    [ -n "$wire" ] && [ -n "$mgmt" ] || fail "host $ROLE: no virtio NICs with the lab's MAC addresses: $(ls /sys/class/net)"
+    ip -batch - <<IPCMDS || fail "host $ROLE: setting up wire0 (10.78.0.$n/24, fd78::$n/64) and mgmt0 (10.79.0.$n/24) failed"
+link set lo up
+link set $wire name wire0
+link set $mgmt name mgmt0
+addr add 10.78.0.$n/24 dev wire0
+addr add fd78::$n/64 dev wire0 nodad
+addr add 10.79.0.$n/24 dev mgmt0
+link set wire0 mtu 9000
+link set wire0 up
+link set mgmt0 up
+IPCMDS
+    rdma link add rxe0 type rxe netdev wire0 || fail "host $ROLE: rdma link add rxe0 type rxe netdev wire0 failed"
+    local links=""
+    for _ in $(seq 100); do
+        links=$(rdma link show 2>&1)
+        grep -q 'state ACTIVE' <<< "$links" && break
+        sleep 0.1
+    done
+    grep -q 'state ACTIVE' <<< "$links" || fail "host $ROLE: rxe0 did not become ACTIVE: $links"
+    for _ in $(seq 100); do
+        grep -ql "^fd78:0000:0000:0000:0000:0000:0000:000$n\$" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -ql "^fd78:0000:0000:0000:0000:0000:0000:000$n\$" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null \
+        || fail "host $ROLE: rxe0 has no GID for fd78::$n"
+}
+
+if [ -z "${ROLE:-}" ]; then
+    one_guest
+else
+    two_hosts
+fi
 
 mark "command"
 # --- the command -----------------------------------------------------------

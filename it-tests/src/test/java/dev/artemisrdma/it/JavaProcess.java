@@ -21,6 +21,9 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 
+import dev.artemisrdma.it.hosts.LabHost;
+import dev.artemisrdma.it.hosts.RemoteProcess;
+
 /**
  * The one launcher of child JVMs for the lab tests and benchmarks: this JVM's {@code java}, class path and
  * {@code java.io.tmpdir} unless told otherwise, stderr merged into stdout, and every output line read by one pump
@@ -28,7 +31,8 @@ import java.util.function.Predicate;
  * {@link Builder#intercept interceptor} (a line it takes goes no further), {@link Builder#keepOutput keeps} it,
  * {@link Builder#queueLines queues} it for {@link #await}, checks it for the {@link Builder#readyWhen ready text}
  * and {@link Builder#echo echoes} it with a {@code [name] } prefix. The caller's thread owns the process: commands
- * go to its stdin ({@link #send}), and {@link #close} ends it (SIGTERM, then SIGKILL after 30 s).
+ * go to its stdin ({@link #send}), and {@link #close} ends it (SIGTERM, then SIGKILL after 30 s). In the two-host lab
+ * {@link Builder#on} starts it on host B instead, through B's process agent, with the same handling.
  *
  * <pre>{@code
  * try (JavaProcess broker = JavaProcess.main(LabBrokerMain.class).jvm("-Xmx1g")
@@ -246,18 +250,22 @@ public final class JavaProcess implements AutoCloseable {
         return process.isAlive();
     }
 
-    /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
     /**
      * Sends {@code signal} ({@code STOP}, {@code CONT}, ...) to the process with {@code kill(1)}: SIGSTOP makes a peer
      * whose connections stay up (the kernel still acknowledges) while it takes nothing.
      */
     public void signal(String signal) throws IOException, InterruptedException {
+        if (process instanceof RemoteProcess remote) {
+            remote.signal(signal);
+            return;
+        }
         Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid())).inheritIO().start();
         if (kill.waitFor() != 0) {
             throw new IllegalStateException("kill -" + signal + " " + pid() + " failed with " + kill.exitValue());
         }
     }
 
+    /** SIGKILL: no shutdown hook, no orderly disconnect; the kernel tears the process's RDMA resources down. */
     public void kill() throws InterruptedException {
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);
@@ -312,6 +320,7 @@ public final class JavaProcess implements AutoCloseable {
         private long readySeconds;
         private Predicate<String> echo;
         private int echoAtMost = Integer.MAX_VALUE;
+        private LabHost host;
 
         private Builder(String name) {
             this.name = name;
@@ -320,6 +329,15 @@ public final class JavaProcess implements AutoCloseable {
 
         private Builder mainClass(String main) {
             this.mainClass = main;
+            return this;
+        }
+
+        /**
+         * Runs the JVM on {@code host} of the two-host lab (host A: here, as without this call), with the same
+         * {@code java}, class path and options: every lab host sees this machine's files at the same paths.
+         */
+        public Builder on(LabHost host) {
+            this.host = host;
             return this;
         }
 
@@ -445,7 +463,9 @@ public final class JavaProcess implements AutoCloseable {
 
         /** Starts the JVM with {@code args}; with {@link #readyWhen}, returns once it is ready. */
         public JavaProcess start(String... args) throws IOException, InterruptedException {
-            Process process = new ProcessBuilder(command(args)).redirectErrorStream(true).start();
+            Process process = host == null || host.isLocal()
+                    ? new ProcessBuilder(command(args)).redirectErrorStream(true).start()
+                    : host.start(command(args), Map.of(), System.getProperty("user.dir"));
             JavaProcess child = new JavaProcess(this, process);
             if (readyText != null) {
                 child.awaitReady(readySeconds);

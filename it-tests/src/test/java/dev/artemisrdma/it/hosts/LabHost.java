@@ -1,0 +1,148 @@
+package dev.artemisrdma.it.hosts;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A host of the two-host lab ({@code rdma-lab run --hosts 2}): A, where the tests run, or B, whose processes
+ * {@link HostAgent} runs over the management link. Each has its own kernel, one NIC on the wire ({@value #WIRE_NIC},
+ * with {@value #RDMA_DEVICE} on it) and one on the management link. A test starts processes on either host
+ * ({@link #start}, {@code JavaProcess.Builder.on}), runs commands there ({@link #sh}) and reads its counters
+ * ({@link #counters}).
+ */
+public final class LabHost {
+
+    /** The NIC on the wire between the hosts, on both. */
+    public static final String WIRE_NIC = "wire0";
+    /** The rxe device on {@link #WIRE_NIC}, on both. */
+    public static final String RDMA_DEVICE = "rxe0";
+    /** The port {@link HostAgent} listens on (run-lab-tests starts it there). */
+    public static final int AGENT_PORT = Integer.getInteger("rdma.lab.agentPort", 7070);
+
+    private static final LabHost A = new LabHost("A", "RDMA_LAB_WIRE_A", "RDMA_LAB_WIRE6_A", "RDMA_LAB_MGMT_A");
+    private static final LabHost B = new LabHost("B", "RDMA_LAB_WIRE_B", "RDMA_LAB_WIRE6_B", "RDMA_LAB_MGMT_B");
+
+    private final String name;
+    private final String wireEnv;
+    private final String wire6Env;
+    private final String mgmtEnv;
+
+    private LabHost(String name, String wireEnv, String wire6Env, String mgmtEnv) {
+        this.name = name;
+        this.wireEnv = wireEnv;
+        this.wire6Env = wire6Env;
+        this.mgmtEnv = mgmtEnv;
+    }
+
+    /** Whether this JVM runs on host A of a two-host lab; a cross-wire test fails (never skips) without it. */
+    public static boolean twoHosts() {
+        return "2".equals(System.getenv("RDMA_LAB_HOSTS")) && "a".equals(System.getenv("RDMA_LAB_HOST"));
+    }
+
+    /** Fails with what to do when this JVM is not on host A of a two-host lab. */
+    public static void requireTwoHosts() {
+        if (!twoHosts()) {
+            throw new IllegalStateException("this test runs across the wire of the two-host lab: run it with "
+                    + "'it-tests/lab/rdma-lab run --hosts 2 --on-b <agent> -- ...' (run-lab-tests does, for the "
+                    + "wire group); RDMA_LAB_HOSTS=" + System.getenv("RDMA_LAB_HOSTS") + ", RDMA_LAB_HOST="
+                    + System.getenv("RDMA_LAB_HOST"));
+        }
+    }
+
+    public static LabHost a() {
+        return A;
+    }
+
+    public static LabHost b() {
+        return B;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    public boolean isLocal() {
+        return this == A;
+    }
+
+    /** This host's IPv4 address on the wire (rxe0's). */
+    public String wireAddress() {
+        return env(wireEnv);
+    }
+
+    /** This host's IPv6 address on the wire. */
+    public String wireAddress6() {
+        return env(wire6Env);
+    }
+
+    private static String env(String name) {
+        String v = System.getenv(name);
+        if (v == null || v.isEmpty()) {
+            requireTwoHosts();
+            throw new IllegalStateException(name + " is not set");
+        }
+        return v;
+    }
+
+    /**
+     * Starts {@code command} on this host, stderr merged into stdout, with {@code env} added to the environment
+     * (host A: this JVM's; host B: the agent's, which has B's own {@code RDMA_LAB_*}).
+     */
+    public Process start(List<String> command, Map<String, String> env, String cwd) throws IOException {
+        if (isLocal()) {
+            ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true);
+            pb.environment().putAll(env);
+            if (cwd != null) {
+                pb.directory(new java.io.File(cwd));
+            }
+            return pb.start();
+        }
+        List<String> kv = new ArrayList<>();
+        env.forEach((k, v) -> kv.add(k + "=" + v));
+        return RemoteProcess.start(name, new InetSocketAddress(env(mgmtEnv), AGENT_PORT), command, kv, cwd, 120);
+    }
+
+    /** What a command printed and how it ended. */
+    public record Result(int exitCode, String output) {
+    }
+
+    /** Runs {@code script} with bash on this host; fails when it does not end within {@code seconds}. */
+    public Result run(String script, long seconds) throws IOException, InterruptedException {
+        Process p = start(List.of("bash", "-c", script), Map.of(), null);
+        byte[] output;
+        try (InputStream in = p.getInputStream()) {
+            output = in.readAllBytes();
+        }
+        if (!p.waitFor(seconds, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            throw new IllegalStateException("host " + name + ": '" + script + "' did not end within " + seconds + " s");
+        }
+        return new Result(p.exitValue(), new String(output, StandardCharsets.UTF_8));
+    }
+
+    /** Runs {@code script} with bash on this host; fails naming the host and the output when it exits non-zero. */
+    public String sh(String script) throws IOException, InterruptedException {
+        Result r = run(script, 120);
+        if (r.exitCode() != 0) {
+            throw new IllegalStateException("host " + name + ": '" + script + "' exited with " + r.exitCode() + ": "
+                    + r.output().strip());
+        }
+        return r.output();
+    }
+
+    /** The wire NIC's and the rxe device's counters on this host now. */
+    public WireCounters counters() throws IOException, InterruptedException {
+        return WireCounters.parse(name, sh(WireCounters.SCRIPT));
+    }
+
+    @Override
+    public String toString() {
+        return "host " + name;
+    }
+}
