@@ -14,6 +14,8 @@ public final class RdmaCmId implements AutoCloseable {
     private static final int IBV_QPT_RC = 2;
     private static final int RDMA_OPTION_ID = 0;
     private static final int RDMA_OPTION_ID_TOS = 0;
+    /** librdmacm's rdma_cma.h (kernel uapi rdma_user_cm.h): the queue pair's local ACK timeout, a u8. */
+    private static final int RDMA_OPTION_ID_ACK_TIMEOUT = 3;
 
     private final long id;
     private IbvQueuePair queuePair;
@@ -72,6 +74,27 @@ public final class RdmaCmId implements AutoCloseable {
             value.putByte(0, tos);
             if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, value.address(), 1) != 0) {
                 throw VerbsException.fromErrno("rdma_set_option", "(RDMA_OPTION_ID_TOS " + tos + ")");
+            }
+        }
+    }
+
+    /**
+     * The local ACK timeout of this id's queue pair, 4.096 us x 2^{@code exponent}: rdma_set_option(RDMA_OPTION_ID,
+     * RDMA_OPTION_ID_ACK_TIMEOUT). The kernel applies it when it moves the queue pair to RTS, so it must be set
+     * before rdma_connect (active side; before rdma_resolve_route it also sets RoCE's packet lifetime) or before
+     * rdma_accept on the id of the request (passive side: it is not inherited from the listening id). 0 would turn
+     * the timer off.
+     */
+    public synchronized void setAckTimeout(int exponent) throws VerbsException {
+        checkOpen();
+        if (exponent < 0 || exponent > 31) {
+            throw new IllegalArgumentException("ACK timeout exponent must be 0..31, got " + exponent);
+        }
+        try (NativeStruct value = new NativeStruct(1)) {
+            value.putByte(0, exponent);
+            if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, value.address(), 1) != 0) {
+                throw VerbsException.fromErrno("rdma_set_option", "(RDMA_OPTION_ID_ACK_TIMEOUT " + exponent
+                        + ")");
             }
         }
     }
@@ -220,7 +243,9 @@ public final class RdmaCmId implements AutoCloseable {
 
     /**
      * rdma_accept. {@code rnrRetryCount} tells the <em>peer</em> how to retry its sends when we have no receive
-     * posted (rdma_connect(3)); 0 makes a missing receive fail the peer's send at once.
+     * posted (rdma_connect(3)); 0 makes a missing receive fail the peer's send at once. The retry count passed is
+     * always 7; on IB and RoCE the kernel's CM gives the accepted queue pair the connect request's retry count (the
+     * peer's) anyway.
      */
     public synchronized void accept(byte[] privateData, int rnrRetryCount) throws VerbsException {
         checkOpen();

@@ -18,7 +18,9 @@ import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.AddressingException;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 
-/** The device= and tos= keys: parsing, validation, and what a fabric does with a device it does not have. */
+/**
+ * The device=, tos= and ackTimeout= keys: parsing, validation, and what a fabric does with a device it does not have.
+ */
 class AddressingTest {
 
     @Test
@@ -110,5 +112,20 @@ class AddressingTest {
     void connectOptionsDefaultToAnyDevice() {
         assertEquals(Addressing.ANY, new ConnectOptions(null, 7, 7, Duration.ofSeconds(1)).addressing());
         assertEquals(Addressing.ANY, new ConnectOptions(null, 7, 7, Duration.ofSeconds(1), null).addressing());
+    }
+
+    @Test
+    void theTwoArgumentAddressingKeepsTheDefaultAckTimeoutAndTheBudgetFollowsTheRetryCount() {
+        assertEquals(Addressing.DEFAULT_ACK_TIMEOUT, Addressing.ANY.ackTimeout());
+        assertEquals(new Addressing("rxe0", 106, 17), new Addressing("rxe0", 106));
+        Addressing a = new Addressing(null, Addressing.DEFAULT_TOS, 10); // 4.096 us x 1024 = 4,194,304 ns
+        assertEquals(Duration.ofNanos(4_194_304L), a.ackTimeoutDuration());
+        assertEquals(Duration.ofNanos(4_194_304L), a.retryBudget(0));
+        assertEquals(Duration.ofNanos(8 * 4_194_304L), a.retryBudget(Addressing.ACCEPTED_RETRY_COUNT));
+        assertThrows(IllegalArgumentException.class, () -> a.retryBudget(8));
+        assertEquals("device rxe0, tos 106, ackTimeout 12", new Addressing("rxe0", 106, 12).toString());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new Addressing(null, Addressing.DEFAULT_TOS, 0));
+        assertTrue(e.getMessage().startsWith("ackTimeout: must be 1..31"), e.getMessage());
     }
 }

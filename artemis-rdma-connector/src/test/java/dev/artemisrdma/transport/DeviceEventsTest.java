@@ -20,10 +20,13 @@ import dev.artemisrdma.transport.fabric.DeviceEvent;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
+import dev.artemisrdma.transport.fabric.LogCapture;
+import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
  * Device events (verbs async events, device removal, address change) fail exactly the connections they hit, with a
- * reason naming the device, port or queue pair and the event; a lost device is released; a listener recovers.
+ * reason naming the device, port or queue pair and the event; a port that goes down fails its connections only if it
+ * stays down longer than their retry budget; a lost device is released; a listener recovers.
  */
 class DeviceEventsTest {
 
@@ -46,14 +49,123 @@ class DeviceEventsTest {
         assertTrue(client.isOpen());
     }
 
+    /** The configuration with {@code ackTimeout}: its retry budget (retry count 7, both sides) is 8 x 4.096 us x 2^it. */
+    private static TransportConfig withAckTimeout(int ackTimeout) {
+        return config().toBuilder().ackTimeout(ackTimeout).build();
+    }
+
+    private static DeviceEvent portDown() {
+        return DeviceEvent.port(DeviceEvent.Kind.PORT_DOWN, "IBV_EVENT_PORT_ERR", "fake0", 1);
+    }
+
+    private static DeviceEvent portUp() {
+        return DeviceEvent.port(DeviceEvent.Kind.PORT_UP, "IBV_EVENT_PORT_ACTIVE", "fake0", 1);
+    }
+
+    /** How late a check may come on a loaded machine before a test calls it a failure. */
+    private static final long SLACK_MILLIS = 5_000;
+
     @Test
-    void portDownFailsEveryConnectionOnThatPortAndNamesDevicePortAndEvent() throws Exception {
-        try (Connection c = new Connection(config(), config())) {
-            c.fabric.injectDeviceEvent(DeviceEvent.port(DeviceEvent.Kind.PORT_DOWN, "IBV_EVENT_PORT_ERR", "fake0", 1));
+    void aPortThatStaysDownFailsEveryConnectionOnItOnceTheRetryBudgetIsOverNamingPortDeviceEventAndBudget()
+            throws Exception {
+        TransportConfig small = withAckTimeout(12); // 8 x 16.8 ms
+        long budget = small.retryBudget().toMillis();
+        assertEquals(134, budget);
+        try (Connection c = new Connection(small, small)) {
+            long start = System.nanoTime();
+            c.fabric.injectDeviceEvent(portDown());
             for (Peers.Recorder side : new Peers.Recorder[] {c.clientSide, c.serverSide}) {
-                String why = causeOf(side);
-                assertTrue(why.contains("port 1 of RDMA device fake0") && why.contains("IBV_EVENT_PORT_ERR"), why);
+                FabricException cause = side.closed.get(budget + SLACK_MILLIS, TimeUnit.MILLISECONDS);
+                long after = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                assertTrue(after >= budget, "failed " + after + " ms after the port went down, within its budget of "
+                        + budget + " ms");
+                assertNotNull(cause, "a device event is a failure, not a local close");
+                assertTrue(cause.getMessage().contains("port 1 of RDMA device fake0 went down (IBV_EVENT_PORT_ERR) "
+                        + "and stayed down for longer than the retry budget of 134 ms"), cause.getMessage());
             }
+        }
+    }
+
+    @Test
+    void aPortBackWithinTheRetryBudgetCostsNoConnectionAndItStillCarriesFramesBothWays() throws Exception {
+        TransportConfig config = withAckTimeout(14); // 8 x 67 ms
+        long budget = config.retryBudget().toMillis();
+        try (Connection c = new Connection(config, config); LogCapture log = new LogCapture()) {
+            c.fabric.injectDeviceEvent(portDown());
+            c.fabric.injectDeviceEvent(portUp());
+            Peers.await("the port back", SLACK_MILLIS, () -> log.count("is active again after") == 1);
+            assertEquals(1, log.count("IBV_EVENT_PORT_ERR on RDMA device fake0 port 1: 2 connection(s) on it wait "
+                    + "up to " + budget + " ms (the retry budget) for the port to come back"));
+            assertEquals(1, log.count("port 1 of RDMA device fake0 is active again after"));
+            assertEquals(1, log.count("; 2 connection(s) rode it out"));
+            Thread.sleep(budget + 300); // past the budget: a check the port-up did not stop would have failed them
+            assertFalse(c.clientSide.closed.isDone(), "the client's end failed: " + c.clientSide.closed.getNow(null));
+            assertFalse(c.serverSide.closed.isDone(), "the server's end failed: " + c.serverSide.closed.getNow(null));
+            assertWorks(c.client, c.serverSide);
+            assertWorks(c.serverChannel, c.clientSide);
+        }
+    }
+
+    @Test
+    void aPortThatGoesDownUpAndDownAgainGivesItsConnectionsAFreshFullBudget() throws Exception {
+        TransportConfig config = withAckTimeout(14); // 8 x 67 ms
+        long budget = config.retryBudget().toMillis();
+        try (Connection c = new Connection(config, config)) {
+            c.fabric.injectDeviceEvent(portDown());
+            Thread.sleep(budget * 2 / 3); // most of the first budget gone
+            c.fabric.injectDeviceEvent(portUp());
+            long secondDown = System.nanoTime();
+            c.fabric.injectDeviceEvent(portDown());
+            FabricException cause = c.clientSide.closed.get(budget + SLACK_MILLIS, TimeUnit.MILLISECONDS);
+            long after = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - secondDown);
+            // the first outage would have ended it about budget / 3 after the second port-down
+            assertTrue(after >= budget, "failed " + after + " ms after the second port-down, before a full budget of "
+                    + budget + " ms");
+            assertNotNull(cause);
+            assertTrue(cause.getMessage().contains("stayed down for longer than the retry budget of " + budget
+                    + " ms"), cause.getMessage());
+            assertNotNull(c.serverSide.closed.get(SLACK_MILLIS, TimeUnit.MILLISECONDS));
+        }
+    }
+
+    @Test
+    void eachSideWaitsItsOwnBudgetTheAcceptingOneWithRetryCountSeven() throws Exception {
+        // the accepting side: the listener's ackTimeout with 7 retries, 8 x 4.2 ms; the client's budget is 2.1 s
+        try (Connection c = new Connection(withAckTimeout(10), withAckTimeout(16))) {
+            c.fabric.injectDeviceEvent(portDown());
+            FabricException cause = c.serverSide.closed.get(SLACK_MILLIS, TimeUnit.MILLISECONDS);
+            assertNotNull(cause);
+            assertTrue(cause.getMessage().endsWith("stayed down for longer than the retry budget of 33 ms"),
+                    cause.getMessage());
+        }
+        // the connecting side: its own ackTimeout and retryCount, 2 x 4.2 ms
+        TransportConfig client = withAckTimeout(10).toBuilder().retryCount(1).build();
+        try (Connection c = new Connection(withAckTimeout(16), client)) {
+            c.fabric.injectDeviceEvent(portDown());
+            FabricException cause = c.clientSide.closed.get(SLACK_MILLIS, TimeUnit.MILLISECONDS);
+            assertNotNull(cause);
+            assertTrue(cause.getMessage().endsWith("stayed down for longer than the retry budget of 8 ms"),
+                    cause.getMessage());
+        }
+    }
+
+    @Test
+    void sendsThatExceedTheirRetriesWhileThePortIsDownFailTheConnectionNamingThePeer() throws Exception {
+        TransportConfig config = withAckTimeout(20); // a budget of 34 s: the port-down check is not what fails it
+        try (Connection c = new Connection(config, config)) {
+            c.fabric.injectDeviceEvent(portDown());
+            c.fabric.injectSendErrors(WcStatus.RETRY_EXC_ERR, 1); // what the queue pair reports once its budget is out
+            try {
+                c.client.write(ByteBuffer.wrap(new byte[] {1, 2, 3}), true);
+            } catch (FabricException failedAlready) {
+                // the completion may have failed the channel before the flush returned
+            }
+            FabricException cause = c.clientSide.closed.get(SLACK_MILLIS, TimeUnit.MILLISECONDS);
+            assertNotNull(cause);
+            String why = cause.getMessage();
+            assertTrue(why.contains("IBV_WC_RETRY_EXC_ERR") && why.contains("transport retries exceeded")
+                    && why.contains(RdmaTransport.describe(c.server.localAddress())), why);
+            assertNotNull(c.serverSide.closed.get(SLACK_MILLIS, TimeUnit.MILLISECONDS), "the peer hears of it");
         }
     }
 

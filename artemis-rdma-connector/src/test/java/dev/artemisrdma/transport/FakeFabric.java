@@ -118,7 +118,8 @@ public final class FakeFabric implements Fabric {
     volatile FakeDevice device = new FakeDevice(this, 0);
     /** Every device this fabric had (a removed one and its re-added successor are two). */
     private final List<FakeDevice> devices = new CopyOnWriteArrayList<>(List.of(device));
-    private final DeviceEventRouter router = new DeviceEventRouter();
+    /** Its port-down checks fail queue pairs on the cm thread, where every other connection event is delivered. */
+    private final DeviceEventRouter router;
     private final Set<DeviceListener> deviceListeners = ConcurrentHashMap.newKeySet();
     private final List<FabricDevice> releasedDevices = new CopyOnWriteArrayList<>();
     private final Map<FabricDevice, Set<DeviceListener>> lostDevices = new ConcurrentHashMap<>();
@@ -179,6 +180,7 @@ public final class FakeFabric implements Fabric {
             t.setDaemon(true);
             return t;
         });
+        this.router = new DeviceEventRouter(cm);
         this.wire = new Thread(this::runWire, "fake-rdma-wire");
         wire.setDaemon(true);
         wire.start();
@@ -609,7 +611,7 @@ public final class FakeFabric implements Fabric {
         }
         InetSocketAddress local = new InetSocketAddress(connectFrom, nextPort.incrementAndGet());
         QueuePairSpec spec = setup.queuePairSpec(device);
-        FakeQp qp = createQp(spec, events, local, remote);
+        FakeQp qp = createQp(spec, events, local, remote, options.addressing().retryBudget(options.retryCount()));
         qp.incomingRnrRetry = options.rnrRetryCount();
         // prepare hands the queue pair over (ConnectionSetup.prepare): from here on only the channel destroys it, on
         // every outcome; a queue pair it forgets stays live, and tests that count them see the leak
@@ -670,6 +672,7 @@ public final class FakeFabric implements Fabric {
             lock.unlock();
         }
         closed = true;
+        router.close();
         recoveryTimer.shutdownNow();
         listeners.clear();
         cm.shutdownNow();
@@ -716,8 +719,9 @@ public final class FakeFabric implements Fabric {
 
     // ------------------------------------------------------------------------------------- resources
 
+    /** A queue pair in INIT; {@code retryBudget} is how long it rides out its port being down (device events). */
     FakeQp createQp(QueuePairSpec spec, QueuePairEvents events, InetSocketAddress local,
-                            InetSocketAddress remote) throws FabricException {
+                            InetSocketAddress remote, Duration retryBudget) throws FabricException {
         if (!(spec.completionQueue() instanceof FakeCq) || ((FakeCq) spec.completionQueue()).fabric() != this) {
             violation("queue pair spec names a completion queue of another fabric");
             throw new FabricException("create_qp: foreign completion queue (EINVAL)");
@@ -754,7 +758,7 @@ public final class FakeFabric implements Fabric {
             }
             qps.add(qp);
             qp.device.qps.add(qp);
-            router.register(qp, qp.device.name(), 1, events);
+            router.register(qp, qp.device.name(), 1, retryBudget, events);
             cq.users.add(qp);
             liveQps.incrementAndGet();
             return qp;

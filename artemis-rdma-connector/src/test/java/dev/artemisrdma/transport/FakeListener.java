@@ -17,6 +17,8 @@ final class FakeListener implements FabricListener {
     private final FakeFabric fabric;
     final InetSocketAddress address;
     final ConnectionRequestHandler handler;
+    /** Its ACK timeout sets the budget of the queue pairs it accepts. */
+    final Addressing addressing;
     final ListenerRecovery recovery;
     volatile boolean closedByUser;
 
@@ -25,6 +27,7 @@ final class FakeListener implements FabricListener {
         this.fabric = fabric;
         this.address = address;
         this.handler = handler;
+        this.addressing = addressing;
         this.recovery = new ListenerRecovery("listener " + RdmaTransport.describe(address), fabric.recoveryTimer,
                 this::rebind);
     }

@@ -8,6 +8,7 @@
 package dev.artemisrdma.transport;
 
 import dev.artemisrdma.transport.FakeQp.QpState;
+import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
@@ -79,7 +80,8 @@ final class FakeRequest implements ConnectionRequest {
             throw new IllegalStateException("connection request already decided");
         }
         QueuePairSpec spec = setup.queuePairSpec(fabric.device);
-        FakeQp pqp = fabric.createQp(spec, events, listener.address, active.local);
+        FakeQp pqp = fabric.createQp(spec, events, listener.address, active.local,
+                listener.addressing.retryBudget(Addressing.ACCEPTED_RETRY_COUNT));
         pqp.incomingRnrRetry = rnrRetryCount;
         pqp.peerPrivateData = privateData.clone();
         pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it

@@ -108,8 +108,8 @@ public final class LoadedConnections implements AutoCloseable {
     }
 
     public final VerbsFabric fabric = new VerbsFabric();
-    public final RdmaTransport serverTransport = RdmaTransport.create(fabric, config());
-    public final RdmaTransport clientTransport = RdmaTransport.create(fabric, config());
+    public final RdmaTransport serverTransport;
+    public final RdmaTransport clientTransport;
     /** Open until the first end fails because its device was removed. */
     public final CountDownLatch firstRemoval = new CountDownLatch(1);
     private final List<End> ends = new ArrayList<>();
@@ -123,6 +123,13 @@ public final class LoadedConnections implements AutoCloseable {
      * {@code oneWriter} a single thread writes to all busy connections, else each has a writer of its own.
      */
     public LoadedConnections(int busy, int idle, boolean oneWriter) throws Exception {
+        this(config(), busy, idle, oneWriter);
+    }
+
+    /** The same with both transports on {@code config}. */
+    public LoadedConnections(TransportConfig config, int busy, int idle, boolean oneWriter) throws Exception {
+        serverTransport = RdmaTransport.create(fabric, config);
+        clientTransport = RdmaTransport.create(fabric, config);
         try {
             server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), ch -> newEnd(true));
             connect(busy, idle, oneWriter);

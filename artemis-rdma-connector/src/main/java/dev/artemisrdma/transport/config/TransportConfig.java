@@ -34,7 +34,13 @@ import dev.artemisrdma.transport.fabric.Addressing;
  *                               reserves receiveSlots + sendQueueDepth of them
  * @param rnrRetryCount          how the peer's sends are retried when no receive is posted (7 = forever; a
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
- * @param retryCount             transport retries on packet loss
+ * @param retryCount             transport retries on packet loss (of connections this side opens; an accepted
+ *                               connection's queue pair retries as often as its peer asked)
+ * @param ackTimeout             the local ACK timeout of every connection's queue pair, 4.096 us x 2^ackTimeout
+ *                               (1..31; 17, 0.537 s, by default). With retryCount it makes the retry budget,
+ *                               (retryCount + 1) x that timeout (4.3 s by default): a queue pair whose sends go
+ *                               unacknowledged that long fails with IBV_WC_RETRY_EXC_ERR, and a port that goes down
+ *                               fails its connections only once it stayed down that long
  * @param connectTimeout         bound on connect
  * @param maxReassemblyBytes     heap one connection may hold for a fragmented frame being put back together; a
  *                               peer that needs more fails its own connection (frames above it cannot be received)
@@ -82,7 +88,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
                               long busyPollMicros, BusyPollMode busyPollMode, int completionThreads,
                               int completionQueueEntries,
-                              int rnrRetryCount, int retryCount, Duration connectTimeout,
+                              int rnrRetryCount, int retryCount, int ackTimeout, Duration connectTimeout,
                               int maxReassemblyBytes, long reassemblyMemory, Duration reassemblyTimeout,
                               Duration closeTimeout,
                               Duration handshakeTimeout, long maxRegisteredMemory, int maxCompletionLoops,
@@ -116,7 +122,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "busyPollMode", "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount",
-            "connectTimeout",
+            "ackTimeout", "connectTimeout",
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
             "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots", "maxQueuedBytesPerConnection",
@@ -161,7 +167,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries
                     + " cannot hold even one connection (receiveSlots + 1 + sendQueueDepth = " + perConnection + ")");
         }
-        new Addressing(device, tos); // validates both, with messages that name the key
+        new Addressing(device, tos, ackTimeout); // validates all three, with messages that name the key
         range("sharedReceiveSlots", sharedReceiveSlots, SHARED_MIN_CREDITS, MAX_RECEIVE_SLOTS);
         if (sharedReceiveQueue && (long) sharedReceiveSlots + sendQueueDepth > completionQueueEntries) {
             throw new IllegalArgumentException("completionQueueEntries: " + completionQueueEntries + " cannot hold "
@@ -296,9 +302,18 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return (long) sharedReceiveSlots * slotSize;
     }
 
-    /** The device and type of service as the fabric takes them. */
+    /**
+     * The retry budget of a connection this side opens: (retryCount + 1) x 4.096 us x 2^ackTimeout, how long its
+     * queue pair sends unacknowledged before it fails with IBV_WC_RETRY_EXC_ERR (4.3 s by default). An accepted
+     * connection's budget assumes {@link Addressing#ACCEPTED_RETRY_COUNT} instead of retryCount.
+     */
+    public Duration retryBudget() {
+        return addressing().retryBudget(retryCount);
+    }
+
+    /** The device, type of service and ACK timeout as the fabric takes them. */
     public Addressing addressing() {
-        return new Addressing(device, tos);
+        return new Addressing(device, tos, ackTimeout);
     }
 
     /**
@@ -359,6 +374,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         b.completionQueueEntries = completionQueueEntries;
         b.rnrRetryCount = rnrRetryCount;
         b.retryCount = retryCount;
+        b.ackTimeout = ackTimeout;
         b.connectTimeout = connectTimeout;
         b.maxReassemblyBytes = maxReassemblyBytes;
         b.reassemblyMemory = reassemblyMemory;
@@ -417,6 +433,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "completionQueueEntries": b.completionQueueEntries = toInt(key, v, false); break;
                 case "rnrRetryCount": b.rnrRetryCount = toInt(key, v, false); break;
                 case "retryCount": b.retryCount = toInt(key, v, false); break;
+                case "ackTimeout": b.ackTimeout = Addressing.requireAckTimeout(toInt(key, v, false)); break;
                 case "connectTimeout": b.connectTimeout = toDuration(key, v); break;
                 case "maxReassemblyBytes": b.maxReassemblyBytes = toInt(key, v, true); break;
                 case "reassemblyMemory": b.reassemblyMemory = toLong(key, v, true); break;
@@ -600,6 +617,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int completionQueueEntries = 16384;
         private int rnrRetryCount = 7;
         private int retryCount = 7;
+        private int ackTimeout = Addressing.DEFAULT_ACK_TIMEOUT;
         private Duration connectTimeout = Duration.ofSeconds(10);
         private int maxReassemblyBytes = 64 << 20;
         private long reassemblyMemory = 256L << 20;
@@ -635,6 +653,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder completionQueueEntries(int v) { completionQueueEntries = v; return this; }
         public Builder rnrRetryCount(int v) { rnrRetryCount = v; return this; }
         public Builder retryCount(int v) { retryCount = v; return this; }
+        public Builder ackTimeout(int v) { ackTimeout = v; return this; }
         public Builder connectTimeout(Duration v) { connectTimeout = v; return this; }
         public Builder maxReassemblyBytes(int v) { maxReassemblyBytes = v; return this; }
         public Builder reassemblyMemory(long v) { reassemblyMemory = v; return this; }
@@ -660,7 +679,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                     : defaultSharedReceiveSlots(completionQueueEntries, sendQueueDepth);
             return new TransportConfig(receiveSlots, slotSize, maxFrameSize, threshold, sendQueueDepth, interval, maxInlineData, writeHighWaterMark,
                     busyPollMicros, busyPollMode, completionThreads, completionQueueEntries, rnrRetryCount, retryCount,
-                    connectTimeout,
+                    ackTimeout, connectTimeout,
                     maxReassemblyBytes, reassemblyMemory, reassemblyTimeout, closeTimeout, handshakeTimeout, maxRegisteredMemory,
                     maxCompletionLoops != null ? maxCompletionLoops : defaultMaxCompletionLoops(completionThreads),
                     device, tos, sharedReceiveQueue, pool,

@@ -9,9 +9,12 @@ public record DeviceEvent(Kind kind, String name, String device, int port, int q
 
     /** What the transport does with an event of each kind. */
     public enum Kind {
-        /** A port went down: connections on that device and port fail. */
+        /**
+         * A port went down: connections on that device and port fail if it is still down when their retry budget
+         * ((retryCount + 1) x 4.096 us x 2^ackTimeout) has passed; a port back before that costs none.
+         */
         PORT_DOWN,
-        /** A port came up: logged; listeners waiting for their device retry. */
+        /** A port came up: ends its outage (connections that rode it out go on); listeners waiting retry. */
         PORT_UP,
         /** The device is unusable: every connection on it fails. */
         DEVICE_FATAL,

@@ -48,7 +48,8 @@ public final class WcStatus {
         switch (status) {
             case SUCCESS: return "success";
             case WR_FLUSH_ERR: return "flushed because the queue pair is in error or disconnecting";
-            case RETRY_EXC_ERR: return "transport retries exceeded: the peer or the network is gone";
+            case RETRY_EXC_ERR: return "transport retries exceeded: the peer or the network is gone (nothing was "
+                    + "acknowledged within the retry budget, (retryCount + 1) x 4.096 us x 2^ackTimeout)";
             case RNR_RETRY_EXC_ERR: return "receiver not ready: a send arrived with no receive posted (a credit bug)";
             case LOC_LEN_ERR: return "local length error: the message is longer than the posted receive slot";
             case LOC_PROT_ERR: return "local protection error: a buffer is not in registered memory";

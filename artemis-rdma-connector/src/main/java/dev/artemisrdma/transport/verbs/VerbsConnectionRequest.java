@@ -1,5 +1,6 @@
 package dev.artemisrdma.transport.verbs;
 
+import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
@@ -25,12 +26,16 @@ final class VerbsConnectionRequest implements ConnectionRequest {
     private final RdmaCmId id;
     private final byte[] privateData;
     private final VerbsDevice device;
+    /** The listener's: its ACK timeout is set on this request's id, which does not inherit it. */
+    private final Addressing addressing;
     private boolean decided;
 
-    VerbsConnectionRequest(VerbsFabric fabric, RdmaCmId id, byte[] privateData) throws FabricException {
+    VerbsConnectionRequest(VerbsFabric fabric, RdmaCmId id, byte[] privateData, Addressing addressing)
+            throws FabricException {
         this.fabric = fabric;
         this.id = id;
         this.privateData = privateData;
+        this.addressing = addressing;
         this.device = fabric.deviceOf(id);
     }
 
@@ -67,9 +72,10 @@ final class VerbsConnectionRequest implements ConnectionRequest {
             qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), privateData, events);
             fabric.route(id.address(), qp::onEvent);
             fabric.own(qp);
-            fabric.track(qp, qp.portNumber());
+            fabric.track(qp, qp.portNumber(), addressing.retryBudget(Addressing.ACCEPTED_RETRY_COUNT));
             handedOver = true;
             setup.prepare(qp); // receives are posted before the peer can send
+            id.setAckTimeout(addressing.ackTimeout()); // rdma_accept moves the queue pair to RTS with it
             id.accept(replyData, rnrRetryCount);
             return qp;
         } catch (VerbsException | FabricException | RuntimeException e) {

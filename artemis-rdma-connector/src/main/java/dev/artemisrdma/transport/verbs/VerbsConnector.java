@@ -82,6 +82,9 @@ final class VerbsConnector {
             if (options.addressing().hasTos()) {
                 id.setTypeOfService(options.addressing().tos()); // before rdma_resolve_route puts it in the path
             }
+            // before rdma_resolve_route too: RoCE's packet lifetime is derived from it there, the queue pair's
+            // timeout at RTS after rdma_connect
+            id.setAckTimeout(options.addressing().ackTimeout());
             id.resolveAddress(host(), remote.getPort(), stepTimeoutMillis);
         } catch (VerbsException | RuntimeException e) {
             abandon();
@@ -167,7 +170,7 @@ final class VerbsConnector {
                     qp.markEstablished();
                     fabric.route(id.address(), qp::onEvent);
                     fabric.own(qp);
-                    fabric.track(qp, qp.portNumber());
+                    fabric.track(qp, qp.portNumber(), options.addressing().retryBudget(options.retryCount()));
                     result.complete(qp);
                 }
                 case REJECTED -> fail(new ConnectionRejectedException("connection to " + target()

@@ -27,6 +27,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -43,7 +44,9 @@ import java.util.function.Consumer;
  *
  * <p>Device events: one more thread per fabric ({@code rdma-async-events}) reads the verbs async events of every
  * device context (ibv_get_async_event, one poll(2) over all their non-blocking async fds) and maps them through a
- * {@link DeviceEventRouter}: port down, fatal device and queue pair errors fail the connections they hit at once.
+ * {@link DeviceEventRouter}: fatal device and queue pair errors fail the connections they hit at once; a port that
+ * goes down fails its connections only if it is still down when their retry budget (retryCount and ackTimeout) ran
+ * out, so a link flap shorter than that costs no connection.
  * A thread of its own rather than the connection-manager thread: a connection request may keep that thread busy
  * (accepting registers memory), and a port-down must not wait behind a burst of requests; async events are rare, so
  * one thread for all devices is enough. The same thread rescans the device list: that is how a removed device that
@@ -245,9 +248,12 @@ public final class VerbsFabric implements Fabric {
         idDestroyer.destroy(destroyId, what);
     }
 
-    /** Tracks a queue pair for device events while it lives. */
-    void track(VerbsQueuePair qp, int port) {
-        router.register(qp, qp.device().name(), port, qp::notifyDeviceEvent);
+    /**
+     * Tracks a queue pair for device events while it lives; {@code retryBudget} is how long it may ride out its port
+     * being down (see {@link DeviceEventRouter}).
+     */
+    void track(VerbsQueuePair qp, int port, Duration retryBudget) {
+        router.register(qp, qp.device().name(), port, retryBudget, qp::notifyDeviceEvent);
     }
 
     void untrack(VerbsQueuePair qp) {
@@ -589,6 +595,7 @@ public final class VerbsFabric implements Fabric {
             }
         }
         closed = true; // no new listener or connection from here
+        router.close(); // its port-down checks have nothing left to fail
         if (!idDestroyer.drain(ID_DRAIN_MILLIS)) {
             LOG.info("{} rdma_cm ids are still being destroyed {} ms after the fabric began to close (the kernel "
                     + "waits for their CM messages); the event threads and the devices are released once it lets "

@@ -147,7 +147,7 @@ final class VerbsListener implements FabricListener {
         RdmaCmId requestId = RdmaCmId.adopt(event.id());
         VerbsConnectionRequest request;
         try {
-            request = new VerbsConnectionRequest(fabric, requestId, event.privateData());
+            request = new VerbsConnectionRequest(fabric, requestId, event.privateData(), addressing);
         } catch (FabricException e) {
             if (REFUSED.admit()) {
                 LOG.warn("refusing a connection request on {}: {}", localAddress, e.getMessage());

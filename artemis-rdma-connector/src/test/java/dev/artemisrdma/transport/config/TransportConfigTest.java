@@ -30,6 +30,45 @@ class TransportConfigTest {
     }
 
     @Test
+    void ackTimeoutDefaultsTo17AndMakesAFourSecondRetryBudget() {
+        TransportConfig c = TransportConfig.defaults();
+        assertEquals(17, c.ackTimeout());
+        assertEquals(17, c.addressing().ackTimeout());
+        // 4.096 us x 2^17 = 536,870,912 ns; (7 + 1) of them = 4,294,967,296 ns
+        assertEquals(Duration.ofNanos(536_870_912L), c.addressing().ackTimeoutDuration());
+        assertEquals(Duration.ofNanos(4_294_967_296L), c.retryBudget());
+        assertEquals(Duration.ofNanos(2L * 536_870_912L), TransportConfig.builder().retryCount(1).build().retryBudget());
+    }
+
+    @Test
+    void ackTimeoutIsParsedOverItsWholeRangeAndKeptByToBuilder() {
+        for (int exponent = 1; exponent <= 31; exponent++) {
+            TransportConfig c = TransportConfig.fromMap(Map.of("ackTimeout", String.valueOf(exponent)));
+            assertEquals(exponent, c.ackTimeout());
+            assertEquals(exponent, c.addressing().ackTimeout(), "the fabric gets it with the addressing");
+            assertEquals(Duration.ofNanos(8L * (4096L << exponent)), c.retryBudget());
+            assertEquals(c, c.toBuilder().build());
+        }
+        assertEquals(12, TransportConfig.fromMap(Map.of("ackTimeout", 12)).ackTimeout());
+        assertTrue(TransportConfig.KEYS.contains("ackTimeout"));
+    }
+
+    @Test
+    void ackTimeoutOutOfRangeIsRefusedNamingTheKey() {
+        for (Object bad : new Object[] {"0", 32, "-1", 255}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> TransportConfig.fromMap(Map.of("ackTimeout", bad)));
+            assertTrue(e.getMessage().startsWith("ackTimeout: must be 1..31"), e.getMessage());
+            assertTrue(e.getMessage().endsWith("got " + bad), e.getMessage());
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("ackTimeout", "fast")));
+        assertTrue(e.getMessage().startsWith("ackTimeout: not an integer"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> TransportConfig.builder().ackTimeout(0).build());
+        assertTrue(e.getMessage().startsWith("ackTimeout: must be 1..31"), e.getMessage());
+    }
+
+    @Test
     void fromMapParsesNumbersSizesAndDurations() {
         TransportConfig c = TransportConfig.fromMap(Map.of("receiveSlots", "8", "slotSize", "4k",
                 "maxFrameSize", "16MiB", "writeHighWaterMark", 1024, "connectTimeout", "500ms",
