@@ -136,6 +136,36 @@ public final class LabHost {
         return r.output();
     }
 
+    /**
+     * Unplugs ({@code plugged} false) or plugs back the wire's cable at this host's NIC, as a cable pull or a switch
+     * port going down would: the NIC loses its carrier (QEMU's {@code set_link}, done by rdma-lab on the machine that
+     * runs the guests), rxe's port goes DOWN ({@code IBV_EVENT_PORT_ERR}) and packets are dropped, while the host's
+     * addresses and routes stay (unlike {@code ip link set wire0 down}, which removes them, so that rxe can no longer
+     * build a packet and fails the queue pair that tries: {@code IBV_WC_LOC_QP_OP_ERR}). Returns once QEMU was told.
+     */
+    public void cable(boolean plugged) throws IOException, InterruptedException {
+        java.nio.file.Path dir = java.nio.file.Path.of(env("RDMA_LAB_RESULTS"), ".cable");
+        String id = name.toLowerCase(java.util.Locale.ROOT) + "-" + System.nanoTime();
+        java.nio.file.Path request = dir.resolve(id + ".req");
+        java.nio.file.Files.createDirectories(dir);
+        java.nio.file.Files.writeString(dir.resolve(id + ".tmp"), name.toLowerCase(java.util.Locale.ROOT) + " "
+                + (plugged ? "on" : "off") + "\n");
+        java.nio.file.Files.move(dir.resolve(id + ".tmp"), request);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (System.nanoTime() < deadline) {
+            if (java.nio.file.Files.exists(dir.resolve(id + ".done"))) {
+                return;
+            }
+            if (java.nio.file.Files.exists(dir.resolve(id + ".failed"))) {
+                throw new IllegalStateException("rdma-lab could not " + (plugged ? "plug" : "unplug") + " the cable of "
+                        + this);
+            }
+            Thread.sleep(10);
+        }
+        throw new IllegalStateException("rdma-lab did not answer a cable request for " + this + " within 10 s (is "
+                + "this the two-host lab?)");
+    }
+
     /** The wire NIC's and the rxe device's counters on this host now. */
     public WireCounters counters() throws IOException, InterruptedException {
         return WireCounters.parse(name, sh(WireCounters.SCRIPT));

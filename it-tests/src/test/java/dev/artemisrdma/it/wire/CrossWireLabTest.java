@@ -27,8 +27,10 @@ import java.util.regex.Pattern;
  * wire ({@code rdma-lab run --hosts 2}): every RoCE packet leaves one kernel through a NIC and enters the other.
  * Each test proves that with both hosts' counters (rxe's packets crossed the NIC, no RNR) and checks every message's
  * order and content ({@link WireJmsMain}): on a clean wire, on a wire that loses, duplicates, reorders and corrupts
- * packets ({@code tc netem} on both NICs), and across a link flap shorter than the retry budget, which the
- * connections ride out.
+ * packets ({@code tc netem} on both NICs), across a link flap shorter than the retry budget, which the
+ * connections ride out, and across a longer outage, which fails them within the budget and after which the client
+ * reconnects with every message delivered exactly once. Flaps and outages pull the cable at host B's NIC
+ * ({@link LabHost#cable}: its carrier goes, its routes stay), as a cable, a switch port or a bond failover does.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -38,6 +40,14 @@ class CrossWireLabTest {
     private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
     private static final String[] REPAIRS = {"rcvd_seq_err", "duplicate_request", "out_of_seq_request",
         "completer_retry_err", "rcvd_rnr_err"};
+
+    /** How long the long outage lasts: well past the default retry budget. */
+    private static final int OUTAGE_SECONDS = 7;
+    /** The default retry budget: (retryCount 7 + 1) x 4.096 us x 2^ackTimeout 17. */
+    private static final long BUDGET_MILLIS = Math.round(8 * 4.096e-3 * (1 << 17));
+
+    /** What a pulled cable drops: rxe counted those packets sent, the other host's NIC never received them. */
+    private static final double OUTAGE_DROPS = 0.02;
 
     private static LabBroker broker;
 
@@ -97,14 +107,75 @@ class CrossWireLabTest {
                 .start("rdma://" + LabHost.a().wireAddress() + ":" + PORT, "wire.flap", Integer.toString(count), "13")) {
             client.await("PROGRESS 100", 300);
             long t0 = System.nanoTime();
-            LabHost.b().sh("ip link set " + LabHost.WIRE_NIC + " down; sleep 0.3; ip link set " + LabHost.WIRE_NIC
-                    + " up");
+            LabHost.b().cable(false);
+            Thread.sleep(300);
+            LabHost.b().cable(true);
             long outageMs = (System.nanoTime() - t0) / 1_000_000;
             Map<String, Long> r = result(client.await("RESULT", 540));
             Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
-            System.out.printf("link flap of about %d ms on host B's %s: %s%n", outageMs, LabHost.WIRE_NIC, c);
+            System.out.printf("cable of host B's %s unplugged for about %d ms: %s%n", LabHost.WIRE_NIC, outageMs, c);
             assertEquals(0, r.get("failures"), "a link flap of 0.3 s failed a connection: " + c);
-            c.assertExactlyOnce(count);
+            assertEquals(0, r.get("reconnects"), "a link flap of 0.3 s made the client reconnect: " + c);
+            c.assertExactlyOnce(count, OUTAGE_DROPS);
+        }
+    }
+
+    /**
+     * The link stays down longer than the retry budget: the connections fail within the budget plus a second
+     * (measured on host B's clock, from the link going down to Artemis's failure listener), the client reconnects
+     * once the link is back, and its transactions, redone under duplicate detection, deliver every message exactly
+     * once.
+     */
+    @Test
+    @Order(4)
+    void aLinkDownLongerThanTheBudgetFailsInTimeAndTheClientReconnectsExactlyOnce() throws Exception {
+        WireCounters a0 = LabHost.a().counters();
+        WireCounters b0 = LabHost.b().counters();
+        int count = 600;
+        String url = "rdma://" + LabHost.a().wireAddress() + ":" + PORT
+                + "?reconnectAttempts=-1&retryInterval=500&connectTimeout=3000";
+        try (JavaProcess client = client("wire.outage").keepOutput().start(url, "wire.outage", Integer.toString(count),
+                "14")) {
+            client.await("PROGRESS 100", 300);
+            long downAt = Long.parseLong(LabHost.b().sh("date +%s%3N").strip()); // B's clock, as the client's
+            LabHost.b().cable(false);
+            Thread.sleep(OUTAGE_SECONDS * 1000L);
+            LabHost.b().cable(true);
+            Map<String, Long> r = result(client.await("RESULT", 540));
+            Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
+            String detected = client.awaitLine(line -> line.startsWith("FAILURE_DETECTED "), 1000);
+            System.out.printf("link down %d s on host B: failure detected %s ms after it went down (budget %d ms): "
+                    + "%s%n", OUTAGE_SECONDS, detected == null ? "never" : Long.parseLong(detected.substring(17))
+                    - downAt, BUDGET_MILLIS, c);
+            assertTrue(detected != null, "the client never saw its connection fail: " + c);
+            long detectionMillis = Long.parseLong(detected.substring(17)) - downAt;
+            assertTrue(detectionMillis <= BUDGET_MILLIS + 1000, "the failure was reported " + detectionMillis
+                    + " ms after the link went down, more than the retry budget of " + BUDGET_MILLIS + " ms + 1 s");
+            assertTrue(detectionMillis >= 1000, "the failure was reported " + detectionMillis
+                    + " ms after the link went down: the transport did not give the link its retry budget");
+            assertTrue(r.get("reconnects") >= 1, "no reconnect: " + c);
+            assertEquals(0, r.get("gaveUp"), "the client gave up instead of reconnecting: " + c);
+            c.assertExactlyOnce(count, OUTAGE_DROPS);
+        }
+    }
+
+    /**
+     * Host B at MTU 1500, host A at 9000: connections come up at the smaller RoCE MTU (1024) and carry messages from
+     * 1 B to 1 MiB; before that, each host's rxe reports the active MTU its own NIC allows.
+     */
+    @Test
+    @Order(5)
+    void hostsOfDifferentMtusTalkAtTheSmallerRoceMtu() throws Exception {
+        String mtu = "ibv_devinfo -d " + LabHost.RDMA_DEVICE + " | awk '/active_mtu/ {print $2}'";
+        try {
+            LabHost.b().sh("ip link set " + LabHost.WIRE_NIC + " mtu 1500");
+            assertEquals("4096", LabHost.a().sh(mtu).strip(), "host A's RoCE MTU at NIC MTU 9000");
+            assertEquals("1024", LabHost.b().sh(mtu).strip(), "host B's RoCE MTU at NIC MTU 1500");
+            Crossing c = crossing("wire.mtu", 200, 15);
+            c.assertExactlyOnce(200);
+            assertEquals(0, c.a.rnr() + c.b.rnr(), "RNR: " + c);
+        } finally {
+            LabHost.b().sh("ip link set " + LabHost.WIRE_NIC + " mtu 9000");
         }
     }
 

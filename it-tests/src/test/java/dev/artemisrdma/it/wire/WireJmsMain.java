@@ -4,13 +4,17 @@ import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.SoakMix;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
+import jakarta.jms.JMSException;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Session;
 import org.apache.activemq.artemis.api.core.Message;
+import org.apache.activemq.artemis.api.core.client.FailoverEventType;
+import org.apache.activemq.artemis.jms.client.ActiveMQConnection;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 
 import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -19,9 +23,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@value #BATCH} messages, each message with a duplicate-detection id) and a transacted consumer on connections of
  * their own, {@link SoakMix} sizes and content (1 B to 1 MiB), the consumer checking each message's sequence number,
  * size and bytes. It prints {@code PROGRESS n} as the consumer goes, then {@code RESULT sent=.. received=.. lost=..
- * duplicated=.. bad=.. failures=.. maxCommitGapMs=.. seconds=.. bytes=..}, or {@code FAILED why}. A connection
- * failure (Artemis's exception listener) is counted, not hidden: a test that expects a link flap to be ridden out
- * asserts {@code failures=0}.
+ * duplicated=.. bad=.. failures=.. reconnects=.. gaveUp=.. rollbacks=.. maxCommitGapMs=.. seconds=.. bytes=..}, or
+ * {@code FAILED why}. A connection failure (Artemis's exception listener, which also hears failures it then
+ * reconnects from), a reconnect (its failover listener, printed as {@code FAILURE_DETECTED epochMillis}) and a
+ * reconnect given up ({@code FAILOVER_FAILED}) are counted, not hidden: a test that expects a link flap to be
+ * ridden out asserts both are 0. With {@code reconnectAttempts} in the URL, a transaction that fails over is rolled
+ * back and redone (the producer resends its batch under the same duplicate-detection ids, the consumer takes the
+ * messages again from its last commit), so exactly-once still holds and is checked.
  *
  * <p>Arguments: the {@code rdma://} URL, the queue, the message count, the seed.
  */
@@ -39,6 +47,9 @@ public final class WireJmsMain {
         int count = Integer.parseInt(args[2]);
         SoakMix mix = new SoakMix(Long.parseLong(args[3]), count, 0);
         AtomicInteger failures = new AtomicInteger();
+        AtomicInteger reconnects = new AtomicInteger();
+        AtomicInteger rollbacks = new AtomicInteger();
+        AtomicInteger gaveUp = new AtomicInteger();
         AtomicLong maxGap = new AtomicLong();
         AtomicLong bytes = new AtomicLong();
         long start = System.nanoTime();
@@ -50,48 +61,87 @@ public final class WireJmsMain {
                     failures.incrementAndGet();
                     System.out.println("CONNECTION FAILED " + e);
                 });
+                ((ActiveMQConnection) c).setFailoverListener(event -> {
+                    if (event == FailoverEventType.FAILURE_DETECTED) {
+                        reconnects.incrementAndGet();
+                        System.out.println("FAILURE_DETECTED " + System.currentTimeMillis());
+                    } else if (event == FailoverEventType.FAILOVER_FAILED) {
+                        gaveUp.incrementAndGet();
+                        System.out.println("FAILOVER_FAILED " + System.currentTimeMillis());
+                    } else {
+                        System.out.println(event + " " + System.currentTimeMillis());
+                    }
+                });
             }
             consumerConnection.start();
             Session consumerSession = consumerConnection.createSession(true, Session.SESSION_TRANSACTED);
             MessageConsumer consumer = consumerSession.createConsumer(consumerSession.createQueue(queue));
-            Thread producer = new Thread(() -> produce(producerConnection, queue, mix, count, maxGap, failures),
-                    "wire-producer");
+            Thread producer = new Thread(() -> produce(producerConnection, queue, mix, count, maxGap, failures,
+                    rollbacks, gaveUp), "wire-producer");
             producer.start();
             int received = 0;
             int duplicated = 0;
             int bad = 0;
             int next = 0;
+            // what the last commit settled: a rolled-back transaction takes the consumer back there
+            int committedReceived = 0;
+            int committedDuplicated = 0;
+            int committedBad = 0;
+            int committedNext = 0;
             String firstProblem = null;
-            while (next < count) {
-                BytesMessage m = (BytesMessage) consumer.receive(RECEIVE_TIMEOUT_MS);
-                if (m == null) {
-                    break;
-                }
-                received++;
-                int seq = m.getIntProperty("seq");
-                byte[] body = new byte[(int) m.getBodyLength()];
-                m.readBytes(body);
-                bytes.addAndGet(body.length);
-                if (seq < next) {
-                    duplicated++;
-                    firstProblem = firstProblem == null ? "message " + seq + " again after " + (next - 1) : firstProblem;
-                } else {
-                    if (seq > next) {
-                        firstProblem = firstProblem == null ? "message " + seq + " after " + (next - 1)
-                                + ": " + (seq - next) + " lost" : firstProblem;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(600);
+            while (next < count && System.nanoTime() < deadline) {
+                try {
+                    BytesMessage m = (BytesMessage) consumer.receive(RECEIVE_TIMEOUT_MS);
+                    if (m == null) {
+                        break;
                     }
-                    String problem = mix.check(ByteBuffer.wrap(body), seq);
-                    if (problem != null) {
-                        bad++;
-                        firstProblem = firstProblem == null ? problem : firstProblem;
+                    received++;
+                    int seq = m.getIntProperty("seq");
+                    byte[] body = new byte[(int) m.getBodyLength()];
+                    m.readBytes(body);
+                    bytes.addAndGet(body.length);
+                    if (seq < next) {
+                        duplicated++;
+                        firstProblem = firstProblem == null ? "message " + seq + " again after " + (next - 1)
+                                : firstProblem;
+                    } else {
+                        if (seq > next) {
+                            firstProblem = firstProblem == null ? "message " + seq + " after " + (next - 1)
+                                    + ": " + (seq - next) + " lost" : firstProblem;
+                        }
+                        String problem = mix.check(ByteBuffer.wrap(body), seq);
+                        if (problem != null) {
+                            bad++;
+                            firstProblem = firstProblem == null ? problem : firstProblem;
+                        }
+                        next = seq + 1;
                     }
-                    next = seq + 1;
-                }
-                if (received % BATCH == 0 || next == count) {
-                    consumerSession.commit();
-                }
-                if (received % 100 == 0) {
-                    System.out.println("PROGRESS " + received);
+                    if (received % BATCH == 0 || next == count) {
+                        consumerSession.commit();
+                        committedReceived = received;
+                        committedDuplicated = duplicated;
+                        committedBad = bad;
+                        committedNext = next;
+                    }
+                    if (received % 100 == 0) {
+                        System.out.println("PROGRESS " + received);
+                    }
+                } catch (JMSException e) {
+                    if (gaveUp.get() > 0) {
+                        throw e; // the connection failed for good (no reconnectAttempts in the URL)
+                    }
+                    rollbacks.incrementAndGet();
+                    System.out.println("CONSUMER ROLLBACK at " + committedNext + ": " + e);
+                    try {
+                        consumerSession.rollback();
+                    } catch (JMSException again) {
+                        // the failover already rolled it back
+                    }
+                    received = committedReceived;
+                    duplicated = committedDuplicated;
+                    bad = committedBad;
+                    next = committedNext;
                 }
             }
             producer.join(RECEIVE_TIMEOUT_MS);
@@ -100,8 +150,9 @@ public final class WireJmsMain {
             if (firstProblem != null) {
                 System.out.println("PROBLEM " + firstProblem);
             }
-            System.out.printf("RESULT sent=%d received=%d lost=%d duplicated=%d bad=%d failures=%d maxCommitGapMs=%d "
-                    + "seconds=%.1f bytes=%d%n", count, received, lost, duplicated, bad, failures.get(), maxGap.get(),
+            System.out.printf("RESULT sent=%d received=%d lost=%d duplicated=%d bad=%d failures=%d reconnects=%d "
+                    + "gaveUp=%d rollbacks=%d maxCommitGapMs=%d seconds=%.1f bytes=%d%n", count, received, lost,
+                    duplicated, bad, failures.get(), reconnects.get(), gaveUp.get(), rollbacks.get(), maxGap.get(),
                     seconds, bytes.get());
         } catch (Exception e) {
             System.out.println("FAILED " + e);
@@ -112,24 +163,43 @@ public final class WireJmsMain {
     }
 
     private static void produce(Connection connection, String queue, SoakMix mix, int count, AtomicLong maxGap,
-                                AtomicInteger failures) {
+                                AtomicInteger failures, AtomicInteger rollbacks, AtomicInteger gaveUp) {
         try {
             Session session = connection.createSession(true, Session.SESSION_TRANSACTED);
             MessageProducer producer = session.createProducer(session.createQueue(queue));
             long last = System.nanoTime();
-            for (int seq = 0; seq < count; seq++) {
-                BytesMessage m = session.createBytesMessage();
-                ByteBuffer body = ByteBuffer.allocate(mix.size(seq));
-                mix.fill(body, seq);
-                m.writeBytes(body.array());
-                m.setIntProperty("seq", seq);
-                m.setStringProperty(Message.HDR_DUPLICATE_DETECTION_ID.toString(), queue + "-" + seq);
-                producer.send(m);
-                if ((seq + 1) % BATCH == 0 || seq == count - 1) {
+            long deadline = last + TimeUnit.SECONDS.toNanos(600);
+            int batchStart = 0;
+            while (batchStart < count) {
+                int batchEnd = Math.min(count, batchStart + BATCH);
+                try {
+                    for (int seq = batchStart; seq < batchEnd; seq++) {
+                        BytesMessage m = session.createBytesMessage();
+                        ByteBuffer body = ByteBuffer.allocate(mix.size(seq));
+                        mix.fill(body, seq);
+                        m.writeBytes(body.array());
+                        m.setIntProperty("seq", seq);
+                        m.setStringProperty(Message.HDR_DUPLICATE_DETECTION_ID.toString(), queue + "-" + seq);
+                        producer.send(m);
+                    }
                     session.commit();
                     long now = System.nanoTime();
                     maxGap.accumulateAndGet((now - last) / 1_000_000, Math::max);
                     last = now;
+                    batchStart = batchEnd;
+                } catch (JMSException e) {
+                    // a failover rolled the transaction back (or it failed before the commit): redo the batch; the
+                    // broker's duplicate detection drops what had arrived already
+                    rollbacks.incrementAndGet();
+                    System.out.println("PRODUCER ROLLBACK at " + batchStart + ": " + e);
+                    if (System.nanoTime() > deadline || gaveUp.get() > 0) {
+                        throw e; // out of time, or the connection failed for good (no reconnectAttempts)
+                    }
+                    try {
+                        session.rollback();
+                    } catch (JMSException again) {
+                        // rolled back already
+                    }
                 }
             }
         } catch (Exception e) {
