@@ -73,6 +73,12 @@ final class PairBroker implements AutoCloseable {
     /** As above, on {@code classPath} (null: this JVM's), for a broker on an older build's connector. */
     static PairBroker start(String name, String file, Path data, boolean tcp, Map<String, String> properties,
                             String classPath) throws Exception {
+        return start(name, file, data, tcp, properties, classPath, null);
+    }
+
+    /** As above, on {@code host} of the two-host lab (null: this one). */
+    static PairBroker start(String name, String file, Path data, boolean tcp, Map<String, String> properties,
+                            String classPath, dev.artemisrdma.it.hosts.LabHost host) throws Exception {
         List<String> args = new ArrayList<>(List.of(file, data.toString()));
         if (tcp) {
             args.add("tcp");
@@ -80,6 +86,7 @@ final class PairBroker implements AutoCloseable {
         properties.forEach((k, v) -> args.add(k + "=" + v));
         PairBroker broker = new PairBroker(name, args, JavaProcess.resultsDir().resolve("broker-" + name + "-"
                 + System.nanoTime() + ".log"), classPath);
+        broker.launcher.on(host);
         broker.launch();
         return broker;
     }

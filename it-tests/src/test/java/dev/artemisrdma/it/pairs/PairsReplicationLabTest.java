@@ -201,6 +201,15 @@ class PairsReplicationLabTest {
      * completed failover.
      */
     private long run(boolean tcp, OlderBuilds.Build olderBackup) throws Exception {
+        return run(tcp, olderBackup, Lab.addr0(), Lab.addr1(), null);
+    }
+
+    /**
+     * As above, the primary on {@code primaryAddr} of this host and the backup on {@code backupAddr} of
+     * {@code backupHost} (null: this host), so that the replication link can cross the two-host lab's wire.
+     */
+    long run(boolean tcp, OlderBuilds.Build olderBackup, String primaryAddr, String backupAddr,
+             dev.artemisrdma.it.hosts.LabHost backupHost) throws Exception {
         String scheme = tcp ? "tcp" : "rdma";
         // names the brokers, their data and the printed lines: "rdma", "tcp", "rdma-mixed"
         String label = olderBackup == null ? scheme : scheme + "-mixed";
@@ -211,10 +220,10 @@ class PairsReplicationLabTest {
         int portP = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-replication-" + label);
-        Map<String, String> primaryProps = replicationProps(Lab.addr0(), portP, Lab.addr1(), portB);
-        Map<String, String> backupProps = replicationProps(Lab.addr1(), portB, Lab.addr0(), portP);
-        String url = scheme + "://" + Lab.addr0() + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
-                + "&maxRetryInterval=1000#" + scheme + "://" + Lab.addr1() + ":" + portB;
+        Map<String, String> primaryProps = replicationProps(primaryAddr, portP, backupAddr, portB);
+        Map<String, String> backupProps = replicationProps(backupAddr, portB, primaryAddr, portP);
+        String url = scheme + "://" + primaryAddr + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
+                + "&maxRetryInterval=1000#" + scheme + "://" + backupAddr + ":" + portB;
         PairBroker primary = PairBroker.start(label + "-primary", "primary.xml", data.resolve("p"), tcp,
                 primaryProps);
         PairBroker backup = null;
@@ -248,7 +257,7 @@ class PairsReplicationLabTest {
             long syncStart = System.nanoTime();
             backup = PairBroker.start(label + "-backup", "backup.xml", data.resolve("b"), tcp, backupProps,
                     olderBackup == null ? null : OlderBuilds.withConnector(System.getProperty("java.class.path"),
-                            olderBackup.jar()));
+                            olderBackup.jar()), backupHost);
             backup.await("the initial sync", r -> r.get("replicaSync").equals("true"), 300);
             if (olderBackup != null) {
                 assertTrue(backup.connector() != null && backup.connector().endsWith(olderBackup.jar().toString()),
