@@ -57,6 +57,9 @@ public final class Abi {
     public static final int QP_ATTR_QP_STATE = 0;
     public static final int QP_ATTR_AH_ATTR = 56;
     public static final int AH_ATTR_TRAFFIC_CLASS = 22;
+    /** struct ibv_qp_attr: uint8_t timeout (the local ACK timeout exponent) and retry_cnt, after port_num. */
+    public static final int QP_ATTR_TIMEOUT = 130;
+    public static final int QP_ATTR_RETRY_CNT = 131;
     public static final int CM_ID_VERBS = 0;
     public static final int CM_ID_CHANNEL = 8;
     public static final int CM_ID_CONTEXT = 16;

@@ -9,6 +9,8 @@ package dev.artemisrdma.verbs;
 public final class IbvQueuePair {
 
     private static final int IBV_QP_AV = 1 << 7;
+    private static final int IBV_QP_TIMEOUT = 1 << 9;
+    private static final int IBV_QP_RETRY_CNT = 1 << 10;
     private static final int IBV_QP_STATE = 1;
     private static final int IBV_QPS_ERR = Abi.QPS_ERR;
 
@@ -50,6 +52,25 @@ public final class IbvQueuePair {
                 throw new VerbsException("ibv_query_qp", rc, "(IBV_QP_AV) for queue pair " + qpNumber);
             }
             return attr.view().get(Abi.QP_ATTR_AH_ATTR + Abi.AH_ATTR_TRAFFIC_CLASS) & 0xff;
+        }
+    }
+
+    /**
+     * The local ACK timeout exponent (4.096 us x 2^timeout) and the retry count the queue pair runs with (ibv_query_qp,
+     * IBV_QP_TIMEOUT and IBV_QP_RETRY_CNT): what rdma_cm set from RDMA_OPTION_ID_ACK_TIMEOUT and the connect request.
+     * Valid once the queue pair is connected. Returns {timeout, retryCount}.
+     */
+    public int[] retryParameters() throws VerbsException {
+        if (destroyed) {
+            throw new VerbsException("ibv_query_qp: queue pair " + qpNumber + " is destroyed");
+        }
+        try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE);
+             NativeStruct init = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
+            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, init.address());
+            if (rc != 0) {
+                throw new VerbsException("ibv_query_qp", rc, "(IBV_QP_TIMEOUT) for queue pair " + qpNumber);
+            }
+            return new int[] {attr.view().get(Abi.QP_ATTR_TIMEOUT) & 0xff, attr.view().get(Abi.QP_ATTR_RETRY_CNT) & 0xff};
         }
     }
 

@@ -298,9 +298,53 @@ class AddressingLabTest {
         }
     }
 
+    /**
+     * {@code ackTimeout} reaches the device on both ends (issue 35): the client's queue pair runs with the client's
+     * value, the accepted one with the acceptor's (rdma_cm sets it on the request's own id before rdma_accept), each
+     * with its retry count; without the key, the default 17. Read back with ibv_query_qp.
+     */
+    @Test
+    void transportAckTimeoutKeyReachesTheQueuePairsOfBothEnds() throws Exception {
+        InetSocketAddress bind = new InetSocketAddress(Lab.addr0(), Lab.freshPort());
+        Recording recording = new Recording();
+        try (RdmaTransport serverTransport = RdmaTransport.create(recording,
+                TransportConfig.builder().ackTimeout(15).build());
+             RdmaTransport client = RdmaTransport.create(recording, TransportConfig.builder().ackTimeout(14)
+                     .retryCount(5).build());
+             RdmaTransport plain = RdmaTransport.create(recording, TransportConfig.defaults())) {
+            Counter atServer = new Counter();
+            serverTransport.listen(bind, channel -> atServer);
+            RdmaChannel channel = client.connect(bind, new Counter());
+            channel.write(ByteBuffer.wrap(new byte[100]), true);
+            atServer.await(1);
+            List<String> tuned = recording.retryParameters();
+            note("ackTimeout 14 / retryCount 5 (client), 15 (acceptor): queue pairs run with " + tuned);
+            // the accepted queue pair retries as often as the client's request says: the kernel's CM takes it from there
+            assertEquals(List.of("timeout 14 retry 5", "timeout 15 retry 5"), tuned, "client, then accepted queue pair");
+            recording.queuePairs.clear();
+            RdmaChannel other = plain.connect(bind, new Counter());
+            other.write(ByteBuffer.wrap(new byte[100]), true);
+            atServer.await(2);
+            assertEquals(List.of("timeout 17 retry 7", "timeout 15 retry 7"), recording.retryParameters(),
+                    "a default client (17, 7) against the acceptor's 15");
+            channel.close();
+            other.close();
+        }
+    }
+
     /** The lab's fabric, recording every queue pair it creates (connect and accept) to read their traffic class. */
     private static final class Recording implements Fabric {
         final List<QueuePair> queuePairs = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        /** Each queue pair's "timeout T retry R", in the order they were created. */
+        List<String> retryParameters() throws FabricException {
+            List<String> values = new ArrayList<>();
+            for (QueuePair qp : queuePairs) {
+                int[] p = fabric.retryParameters(qp);
+                values.add("timeout " + p[0] + " retry " + p[1]);
+            }
+            return values;
+        }
 
         List<Integer> trafficClasses() throws FabricException {
             List<Integer> classes = new ArrayList<>();

@@ -55,7 +55,7 @@ class FaultsLabTest {
 
     /**
      * A small ACK timeout keeps the retry budget, and so this test, short: 8 x 4.096 us x 2^14 = 537 ms, against
-     * 4.3 s at the default 17.
+     * 4.3 s at the default 17 (the accepted side's budget assumes 7 retries).
      */
     private static final int SHORT_ACK_TIMEOUT = 14;
 

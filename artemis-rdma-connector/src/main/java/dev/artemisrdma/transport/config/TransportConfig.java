@@ -35,10 +35,11 @@ import dev.artemisrdma.transport.fabric.Addressing;
  * @param rnrRetryCount          how the peer's sends are retried when no receive is posted (7 = forever; a
  *                               safety net only, credits prevent it; tests use 0 so a credit bug fails loudly)
  * @param retryCount             transport retries on packet loss (of connections this side opens; an accepted
- *                               connection's queue pair retries as often as its peer asked)
+ *                               connection's queue pair retries as often as its peer asked); 6 by default, not 7:
+ *                               Soft-RoCE (rxe) takes 7 as "for ever" and would never report a dead peer
  * @param ackTimeout             the local ACK timeout of every connection's queue pair, 4.096 us x 2^ackTimeout
  *                               (1..31; 17, 0.537 s, by default). With retryCount it makes the retry budget,
- *                               (retryCount + 1) x that timeout (4.3 s by default): a queue pair whose sends go
+ *                               (retryCount + 1) x that timeout (3.8 s by default): a queue pair whose sends go
  *                               unacknowledged that long fails with IBV_WC_RETRY_EXC_ERR, and a port that goes down
  *                               fails its connections only once it stayed down that long
  * @param connectTimeout         bound on connect
@@ -304,7 +305,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     /**
      * The retry budget of a connection this side opens: (retryCount + 1) x 4.096 us x 2^ackTimeout, how long its
-     * queue pair sends unacknowledged before it fails with IBV_WC_RETRY_EXC_ERR (4.3 s by default). An accepted
+     * queue pair sends unacknowledged before it fails with IBV_WC_RETRY_EXC_ERR (7 x 0.537 s = 3.8 s by default). An accepted
      * connection's budget assumes {@link Addressing#ACCEPTED_RETRY_COUNT} instead of retryCount.
      */
     public Duration retryBudget() {
@@ -616,7 +617,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int completionThreads = 1;
         private int completionQueueEntries = 16384;
         private int rnrRetryCount = 7;
-        private int retryCount = 7;
+        private int retryCount = 6; // not 7: Soft-RoCE (rxe) retries for ever at 7, so a dead peer would never be reported
         private int ackTimeout = Addressing.DEFAULT_ACK_TIMEOUT;
         private Duration connectTimeout = Duration.ofSeconds(10);
         private int maxReassemblyBytes = 64 << 20;

@@ -168,6 +168,18 @@ public final class VerbsFabric implements Fabric {
         return qp.trafficClass();
     }
 
+    /**
+     * The local ACK timeout exponent ({@link Addressing#ackTimeout()}) and the retry count a connected queue pair of
+     * this fabric runs with, as the device reports them (ibv_query_qp): {timeout, retryCount}. Their product is the
+     * connection's retry budget; for operators and tests that want the device's word for it.
+     */
+    public int[] retryParameters(QueuePair queuePair) throws FabricException {
+        if (!(queuePair instanceof VerbsQueuePair qp)) {
+            throw new IllegalArgumentException("not a queue pair of the verbs fabric: " + queuePair);
+        }
+        return qp.retryParameters();
+    }
+
     RdmaEventChannel eventChannel() {
         return eventChannel;
     }

@@ -89,6 +89,15 @@ final class VerbsQueuePair implements QueuePair {
         this.peer = id.peerAddress();
     }
 
+    /** The local ACK timeout exponent and retry count the device runs the queue pair with (ibv_query_qp). */
+    int[] retryParameters() throws FabricException {
+        try {
+            return qp.retryParameters();
+        } catch (VerbsException e) {
+            throw new FabricException(e.getMessage(), e);
+        }
+    }
+
     /** The traffic class of the queue pair's address vector, as the device reports it (ibv_query_qp). */
     int trafficClass() throws FabricException {
         try {

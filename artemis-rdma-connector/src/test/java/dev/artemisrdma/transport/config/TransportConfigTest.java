@@ -25,7 +25,7 @@ class TransportConfigTest {
         assertEquals(TransportConfig.BusyPollMode.ADAPTIVE, c.busyPollMode());
         assertEquals(1, c.completionThreads());
         assertEquals(7, c.rnrRetryCount());
-        assertEquals(7, c.retryCount());
+        assertEquals(6, c.retryCount());
         assertEquals(Duration.ofSeconds(10), c.connectTimeout());
     }
 

@@ -38,16 +38,23 @@ class CrossWireLabTest {
 
     private static final int PORT = 61617;
     private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
+    /** A client log line of the transport failing a connection, with its time of day. */
+    private static final Pattern FAILED_LINE = Pattern.compile("^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) .*(lost: |"
+            + "stayed down for longer than the retry budget|IBV_WC_RETRY_EXC_ERR)");
     private static final String[] REPAIRS = {"rcvd_seq_err", "duplicate_request", "out_of_seq_request",
         "completer_retry_err", "rcvd_rnr_err"};
 
     /** How long the long outage lasts: well past the default retry budget. */
     private static final int OUTAGE_SECONDS = 7;
-    /** The default retry budget: (retryCount 7 + 1) x 4.096 us x 2^ackTimeout 17. */
-    private static final long BUDGET_MILLIS = Math.round(8 * 4.096e-3 * (1 << 17));
+    /** The default retry budget of a connection: (retryCount 6 + 1) x 4.096 us x 2^ackTimeout 17. */
+    private static final long BUDGET_MILLIS = Math.round(7 * 4.096e-3 * (1 << 17));
 
-    /** What a pulled cable drops: rxe counted those packets sent, the other host's NIC never received them. */
-    private static final double OUTAGE_DROPS = 0.02;
+    /**
+     * What a pulled cable drops, as a share of rxe's packets: rxe counts every packet and retransmission it sends
+     * while the cable is out, the NIC without carrier counts none of them (0.3 s: up to 1 % seen; 7 s: 2.7 %).
+     */
+    private static final double FLAP_DROPS = 0.05;
+    private static final double OUTAGE_DROPS = 0.10;
 
     private static LabBroker broker;
 
@@ -116,7 +123,7 @@ class CrossWireLabTest {
             System.out.printf("cable of host B's %s unplugged for about %d ms: %s%n", LabHost.WIRE_NIC, outageMs, c);
             assertEquals(0, r.get("failures"), "a link flap of 0.3 s failed a connection: " + c);
             assertEquals(0, r.get("reconnects"), "a link flap of 0.3 s made the client reconnect: " + c);
-            c.assertExactlyOnce(count, OUTAGE_DROPS);
+            c.assertExactlyOnce(count, FLAP_DROPS);
         }
     }
 
@@ -137,22 +144,38 @@ class CrossWireLabTest {
         try (JavaProcess client = client("wire.outage").keepOutput().start(url, "wire.outage", Integer.toString(count),
                 "14")) {
             client.await("PROGRESS 100", 300);
-            long downAt = Long.parseLong(LabHost.b().sh("date +%s%3N").strip()); // B's clock, as the client's
+            // B's clock, as the client's log and its failover listener: epoch and time of day, in milliseconds
+            String[] now = LabHost.b().sh("date '+%s%3N %H %M %S %3N'").strip().split(" ");
+            long downAt = Long.parseLong(now[0]);
+            long downAtOfDay = ((Long.parseLong(now[1]) * 60 + Long.parseLong(now[2])) * 60 + Long.parseLong(now[3]))
+                    * 1000 + Long.parseLong(now[4]);
             LabHost.b().cable(false);
             Thread.sleep(OUTAGE_SECONDS * 1000L);
             LabHost.b().cable(true);
             Map<String, Long> r = result(client.await("RESULT", 540));
             Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
+            // the transport's word: the first line of the client's log that fails a connection of it
+            String failedLine = client.awaitLine(line -> FAILED_LINE.matcher(line).find(), 1000);
             String detected = client.awaitLine(line -> line.startsWith("FAILURE_DETECTED "), 1000);
-            System.out.printf("link down %d s on host B: failure detected %s ms after it went down (budget %d ms): "
-                    + "%s%n", OUTAGE_SECONDS, detected == null ? "never" : Long.parseLong(detected.substring(17))
-                    - downAt, BUDGET_MILLIS, c);
-            assertTrue(detected != null, "the client never saw its connection fail: " + c);
-            long detectionMillis = Long.parseLong(detected.substring(17)) - downAt;
-            assertTrue(detectionMillis <= BUDGET_MILLIS + 1000, "the failure was reported " + detectionMillis
-                    + " ms after the link went down, more than the retry budget of " + BUDGET_MILLIS + " ms + 1 s");
-            assertTrue(detectionMillis >= 1000, "the failure was reported " + detectionMillis
-                    + " ms after the link went down: the transport did not give the link its retry budget");
+            assertTrue(failedLine != null && detected != null, "the client never saw its connection fail: " + c);
+            Matcher t = FAILED_LINE.matcher(failedLine);
+            assertTrue(t.find());
+            long transportMillis = ((Long.parseLong(t.group(1)) * 60 + Long.parseLong(t.group(2))) * 60
+                    + Long.parseLong(t.group(3))) * 1000 + Long.parseLong(t.group(4)) - downAtOfDay;
+            long artemisMillis = Long.parseLong(detected.substring(17)) - downAt;
+            System.out.printf("cable of host B pulled for %d s: the transport failed the connection %d ms after (%s), "
+                    + "Artemis heard %d ms after (retry budget %d ms): %s%n", OUTAGE_SECONDS, transportMillis,
+                    failedLine.substring(failedLine.indexOf(" - ") + 3), artemisMillis, BUDGET_MILLIS, c);
+            assertTrue(transportMillis <= BUDGET_MILLIS + 1000, "the transport failed the connection "
+                    + transportMillis + " ms after the cable went, more than the retry budget of " + BUDGET_MILLIS
+                    + " ms + 1 s");
+            assertTrue(transportMillis >= 1000, "the connection failed " + transportMillis
+                    + " ms after the cable went: the transport did not give the link its retry budget");
+            // Artemis hears when the channel is released, after its queue pair is destroyed on the completion loop:
+            // rxe's ibv_destroy_qp waits for the packets the carrierless NIC still holds (up to about 3 s seen), and
+            // a connection on the same loop waits behind it (see the closing note of issue 35)
+            assertTrue(artemisMillis <= BUDGET_MILLIS + 4000, "Artemis heard of the failure " + artemisMillis
+                    + " ms after the cable went");
             assertTrue(r.get("reconnects") >= 1, "no reconnect: " + c);
             assertEquals(0, r.get("gaveUp"), "the client gave up instead of reconnecting: " + c);
             c.assertExactlyOnce(count, OUTAGE_DROPS);
@@ -176,6 +199,58 @@ class CrossWireLabTest {
             assertEquals(0, c.a.rnr() + c.b.rnr(), "RNR: " + c);
         } finally {
             LabHost.b().sh("ip link set " + LabHost.WIRE_NIC + " mtu 9000");
+        }
+    }
+
+    /**
+     * Host B vanishes (its cable pulled for good, so its address stops answering ARP): the broker's open connection
+     * to B's consumer fails within the retry budget of the first delivery it cannot get acknowledged (Artemis then
+     * drops the consumer), and a new connection to B's address fails within {@code connectTimeout}, naming it.
+     */
+    @Test
+    @Order(6)
+    void aVanishedPeerIsReportedWithinTheBudgetOpenAndWithinConnectTimeoutNew() throws Exception {
+        String queue = "wire.vanish";
+        try (JavaProcess consumer = JavaProcess.driven("wire.vanish", dev.artemisrdma.it.artemis.ConnectedClientMain.class)
+                .on(LabHost.b()).jvm("-Xmx256m").readyWhen(dev.artemisrdma.it.artemis.ConnectedClientMain.READY, 180)
+                .start("rdma://" + LabHost.a().wireAddress() + ":" + PORT, queue)) {
+            var q = broker.server().locateQueue(org.apache.activemq.artemis.api.core.SimpleString.of(queue));
+            assertEquals(1, q.getConsumerCount(), "host B's consumer");
+            LabHost.b().cable(false);
+            try (var cf = dev.artemisrdma.artemis.RdmaConnectionFactories.create("rdma://" + LabHost.a().wireAddress()
+                    + ":" + PORT); jakarta.jms.Connection c = cf.createConnection()) {
+                jakarta.jms.Session session = c.createSession(false, jakarta.jms.Session.AUTO_ACKNOWLEDGE);
+                long sent = System.nanoTime();
+                session.createProducer(session.createQueue(queue)).send(session.createTextMessage("to B"));
+                long deadline = sent + TimeUnit.MILLISECONDS.toNanos(BUDGET_MILLIS + 30_000);
+                while (q.getConsumerCount() > 0 && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                long droppedMillis = (System.nanoTime() - sent) / 1_000_000;
+                System.out.printf("host B vanished: the broker dropped B's consumer %d ms after a delivery to it "
+                        + "(budget %d ms)%n", droppedMillis, BUDGET_MILLIS);
+                assertEquals(0, q.getConsumerCount(), "the broker still has the vanished host's consumer after "
+                        + droppedMillis + " ms");
+                assertTrue(droppedMillis <= BUDGET_MILLIS + 1000, "the vanished host's connection failed "
+                        + droppedMillis + " ms after the first delivery it could not take: more than the retry "
+                        + "budget of " + BUDGET_MILLIS + " ms + 1 s");
+            }
+            long start = System.nanoTime();
+            String refused = null;
+            try (var cf = dev.artemisrdma.artemis.RdmaConnectionFactories.create("rdma://" + LabHost.b().wireAddress()
+                    + ":" + PORT + "?reconnectAttempts=0&initialConnectAttempts=1&connectTimeout=3000");
+                 jakarta.jms.Connection c = cf.createConnection()) {
+                refused = "connected";
+            } catch (jakarta.jms.JMSException e) {
+                refused = String.valueOf(e);
+            }
+            long connectMillis = (System.nanoTime() - start) / 1_000_000;
+            System.out.printf("a new connection to the vanished host failed after %d ms (connectTimeout 3000 ms): %s%n",
+                    connectMillis, refused);
+            assertTrue(!refused.equals("connected") && connectMillis <= 4_000, "a connect to the vanished host: "
+                    + refused + " after " + connectMillis + " ms");
+        } finally {
+            LabHost.b().cable(true);
         }
     }
 
