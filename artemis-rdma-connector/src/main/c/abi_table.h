@@ -52,6 +52,8 @@
   ABI(QP_ATTR_SIZE, sizeof(struct ibv_qp_attr)) \
   ABI(QP_ATTR_QP_STATE, offsetof(struct ibv_qp_attr, qp_state)) \
   ABI(QP_ATTR_AH_ATTR, offsetof(struct ibv_qp_attr, ah_attr)) \
+  ABI(QP_ATTR_TIMEOUT, offsetof(struct ibv_qp_attr, timeout)) \
+  ABI(QP_ATTR_RETRY_CNT, offsetof(struct ibv_qp_attr, retry_cnt)) \
   ABI(AH_ATTR_TRAFFIC_CLASS, offsetof(struct ibv_ah_attr, grh.traffic_class)) \
   ABI(CM_ID_VERBS, offsetof(struct rdma_cm_id, verbs)) \
   ABI(CM_ID_CHANNEL, offsetof(struct rdma_cm_id, channel)) \

@@ -50,8 +50,9 @@ class DeviceEventsTest {
     }
 
     /** The configuration with {@code ackTimeout}: its retry budget (retry count 7, both sides) is 8 x 4.096 us x 2^it. */
+    /** Retry count 7 on both sides, so that both ends of a connection have the same budget (an accepted one's). */
     private static TransportConfig withAckTimeout(int ackTimeout) {
-        return config().toBuilder().ackTimeout(ackTimeout).build();
+        return config().toBuilder().ackTimeout(ackTimeout).retryCount(7).build();
     }
 
     private static DeviceEvent portDown() {

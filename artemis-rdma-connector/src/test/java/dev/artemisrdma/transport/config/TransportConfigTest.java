@@ -30,13 +30,13 @@ class TransportConfigTest {
     }
 
     @Test
-    void ackTimeoutDefaultsTo17AndMakesAFourSecondRetryBudget() {
+    void ackTimeoutDefaultsTo17AndRetryCountTo6MakingAFourSecondRetryBudget() {
         TransportConfig c = TransportConfig.defaults();
         assertEquals(17, c.ackTimeout());
         assertEquals(17, c.addressing().ackTimeout());
-        // 4.096 us x 2^17 = 536,870,912 ns; (7 + 1) of them = 4,294,967,296 ns
+        // 4.096 us x 2^17 = 536,870,912 ns; (6 + 1) of them = 3,758,096,384 ns
         assertEquals(Duration.ofNanos(536_870_912L), c.addressing().ackTimeoutDuration());
-        assertEquals(Duration.ofNanos(4_294_967_296L), c.retryBudget());
+        assertEquals(Duration.ofNanos(3_758_096_384L), c.retryBudget());
         assertEquals(Duration.ofNanos(2L * 536_870_912L), TransportConfig.builder().retryCount(1).build().retryBudget());
     }
 
@@ -46,7 +46,7 @@ class TransportConfigTest {
             TransportConfig c = TransportConfig.fromMap(Map.of("ackTimeout", String.valueOf(exponent)));
             assertEquals(exponent, c.ackTimeout());
             assertEquals(exponent, c.addressing().ackTimeout(), "the fabric gets it with the addressing");
-            assertEquals(Duration.ofNanos(8L * (4096L << exponent)), c.retryBudget());
+            assertEquals(Duration.ofNanos(7L * (4096L << exponent)), c.retryBudget());
             assertEquals(c, c.toBuilder().build());
         }
         assertEquals(12, TransportConfig.fromMap(Map.of("ackTimeout", 12)).ackTimeout());
