@@ -68,6 +68,22 @@ final class AgentProtocol {
         return list;
     }
 
+    /** One frame as read: its type and payload. */
+    record Frame(byte type, byte[] data) {
+    }
+
+    /** Reads the next frame; its length is bounded before anything is allocated. */
+    static Frame readFrame(DataInputStream in) throws IOException {
+        byte type = in.readByte();
+        int len = in.readInt();
+        if (len < 0 || len > MAX_FRAME) {
+            throw new IOException("frame length " + len + " out of bounds");
+        }
+        byte[] data = new byte[len];
+        in.readFully(data);
+        return new Frame(type, data);
+    }
+
     /** Writes one frame; callers that share {@code out} between threads hold its monitor. */
     static void writeFrame(DataOutputStream out, byte type, byte[] data, int off, int len) throws IOException {
         out.writeByte(type);

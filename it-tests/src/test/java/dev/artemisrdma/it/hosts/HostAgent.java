@@ -2,7 +2,6 @@ package dev.artemisrdma.it.hosts;
 
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
-import java.io.EOFException;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -103,26 +102,19 @@ public final class HostAgent {
         try {
             OutputStream stdin = process.getOutputStream();
             while (true) {
-                byte type = in.readByte();
-                int len = in.readInt();
-                if (len < 0 || len > AgentProtocol.MAX_FRAME) {
-                    throw new IOException("frame length " + len + " out of bounds");
-                }
-                byte[] data = new byte[len];
-                in.readFully(data);
-                switch (type) {
+                AgentProtocol.Frame frame = AgentProtocol.readFrame(in);
+                byte[] data = frame.data();
+                switch (frame.type()) {
                     case AgentProtocol.STDIN -> {
                         stdin.write(data);
                         stdin.flush();
                     }
                     case AgentProtocol.STDIN_END -> stdin.close();
                     case AgentProtocol.SIGNAL -> signal(process, new String(data, java.nio.charset.StandardCharsets.UTF_8));
-                    default -> throw new IOException("unknown frame type " + type);
+                    default -> throw new IOException("unknown frame type " + frame.type());
                 }
             }
-        } catch (EOFException e) {
-            kill(process);
-        } catch (IOException e) {
+        } catch (IOException e) { // the client went away (end of stream) or broke the protocol
             kill(process);
         }
     }

@@ -93,18 +93,12 @@ public final class RemoteProcess extends Process {
     private void read(DataInputStream in, PipedOutputStream sink) {
         try {
             while (true) {
-                byte type = in.readByte();
-                int len = in.readInt();
-                if (len < 0 || len > AgentProtocol.MAX_FRAME) {
-                    throw new IOException("frame length " + len + " out of bounds");
-                }
-                byte[] data = new byte[len];
-                in.readFully(data);
-                if (type == AgentProtocol.OUTPUT) {
-                    sink.write(data);
+                AgentProtocol.Frame frame = AgentProtocol.readFrame(in);
+                if (frame.type() == AgentProtocol.OUTPUT) {
+                    sink.write(frame.data());
                     sink.flush();
-                } else if (type == AgentProtocol.EXIT) {
-                    exitCode = ByteBuffer.wrap(data).getInt();
+                } else if (frame.type() == AgentProtocol.EXIT) {
+                    exitCode = ByteBuffer.wrap(frame.data()).getInt();
                     return;
                 }
             }
