@@ -107,11 +107,19 @@ public final class RdmaParameters {
     }
 
     static int port(Map<String, ?> params) {
-        return ConfigurationHelper.getIntProperty(PORT, DEFAULT_PORT, params);
+        Object value = params.get(PORT);
+        return value == null ? DEFAULT_PORT : TransportConfig.intValue(PORT, value, 1, 65_535);
     }
 
+    /** Milliseconds, as Netty's key: a whole number, 0 (no batching) or more; "10ms" or -1 are refused by name. */
     static int batchDelay(Map<String, ?> params) {
-        return ConfigurationHelper.getIntProperty(BATCH_DELAY, DEFAULT_BATCH_DELAY, params);
+        Object value = params.get(BATCH_DELAY);
+        try {
+            return value == null ? DEFAULT_BATCH_DELAY : TransportConfig.intValue(BATCH_DELAY, value, 0, 60_000);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(e.getMessage() + " (milliseconds, a whole number such as 10; 0 turns "
+                    + "batching off)", e);
+        }
     }
 
     static String metricsName(Map<String, ?> params) {
@@ -137,8 +145,10 @@ public final class RdmaParameters {
         return allowed;
     }
 
+    /** true or false; Artemis's own parser would read "yes" as false without a word. */
     static boolean directDeliver(Map<String, ?> params) {
-        return ConfigurationHelper.getBooleanProperty(DIRECT_DELIVER, DEFAULT_DIRECT_DELIVER, params);
+        Object value = params.get(DIRECT_DELIVER);
+        return value == null ? DEFAULT_DIRECT_DELIVER : TransportConfig.booleanValue(DIRECT_DELIVER, value);
     }
 
     /** The transport tuning entries of {@code params}, in a stable order. */

@@ -53,6 +53,30 @@ class ConfigurationErrorsTest {
         assertTrue(e.getMessage().contains("RDMA acceptor 'rdma'"), e.getMessage());
     }
 
+    /** Issue 40: values Artemis's own parser took silently ("yes" as false) or refused with a bare exception. */
+    @Test
+    void acceptorRefusesBadBooleansDelaysAndPortsNamingTheKey() {
+        Object[][] cases = {
+            {"directDeliver", "yes", "directDeliver: expected true or false, got 'yes'"},
+            {"batchDelay", "10ms", "batchDelay: not an integer: '10ms' (milliseconds, a whole number such as 10"},
+            {"batchDelay", "-1", "batchDelay: must be 0..60000, got -1"},
+            {"port", "0", "port: must be 1..65535, got 0"},
+            {"port", "http", "port: not an integer: 'http'"},
+        };
+        for (Object[] c : cases) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> new RdmaAcceptorFactory().createAcceptor("rdma", null, params(c[0], c[1]), null, null, null,
+                            null, Map.of("CORE", dummyCore()), "g", null), c[0] + "=" + c[1]);
+            assertTrue(e.getMessage().contains((String) c[2]), c[0] + "=" + c[1] + ": " + e.getMessage());
+        }
+        assertThrows(IllegalArgumentException.class,
+                () -> RdmaParameters.directDeliver(params("directDeliver", "yes")));
+        assertTrue(RdmaParameters.directDeliver(params("directDeliver", "FALSE")) == false);
+        assertTrue(RdmaParameters.directDeliver(params("directDeliver", Boolean.TRUE)));
+        assertTrue(RdmaParameters.batchDelay(params("batchDelay", 5)) == 5);
+        assertTrue(RdmaParameters.batchDelay(params("batchDelay", " 7 ")) == 7);
+    }
+
     @Test
     void acceptorRefusesABadConnectionsAllowedNamingTheKey() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,

@@ -516,6 +516,24 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
     }
 
+    /**
+     * A whole number as a user writes a key's value (an Integer, or a String of digits), within [min, max]; refused
+     * otherwise with the key and the range in the message. For the adapters' own keys, so that every key is parsed
+     * alike.
+     */
+    public static int intValue(String key, Object v, int min, int max) {
+        int value = toInt(key, v, false);
+        if (value < min || value > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + value);
+        }
+        return value;
+    }
+
+    /** true or false (any case), as a user writes a key's value; anything else is refused naming the key. */
+    public static boolean booleanValue(String key, Object v) {
+        return toBoolean(key, v);
+    }
+
     private static int toInt(String key, Object v, boolean size) {
         long l = toLong(key, v, size);
         if (l < Integer.MIN_VALUE || l > Integer.MAX_VALUE) {
