@@ -37,12 +37,20 @@ class BrokerKillLabTest {
 
     @Test
     void killedBrokerIsNoticedWithinSecondsAndTheClientReconnectsWithoutLosingDurableMessages() throws Exception {
+        killAndRestart(Lab.addr0(), null);
+    }
+
+    /**
+     * The scenario with the broker on {@code brokerAddress} of {@code brokerHost} (null: this host) and the client
+     * here; returns how long the client took to notice the kill, in milliseconds.
+     */
+    static long killAndRestart(String brokerAddress, dev.artemisrdma.it.hosts.LabHost brokerHost) throws Exception {
         int port = Lab.freshPort();
         Path data = Files.createTempDirectory("killed-broker");
-        JavaProcess broker = startBroker(port, data);
+        JavaProcess broker = startBroker(brokerAddress, port, data, brokerHost);
         CountDownLatch failureDetected = new CountDownLatch(1);
         CountDownLatch reconnected = new CountDownLatch(1);
-        try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + port
+        try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create("rdma://" + brokerAddress + ":" + port
                 + "?reconnectAttempts=-1&retryInterval=500&maxRetryInterval=1000");
              Connection connection = cf.createConnection()) {
             ((ActiveMQConnection) connection).setFailoverListener(event -> {
@@ -75,7 +83,7 @@ class BrokerKillLabTest {
             long noticedMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
             System.out.println("client noticed the killed broker after " + noticedMillis + " ms");
 
-            broker = startBroker(port, data);
+            broker = startBroker(brokerAddress, port, data, brokerHost);
             assertTrue(reconnected.await(120, TimeUnit.SECONDS), "client did not reconnect to the restarted broker");
 
             Set<Integer> remaining = new TreeSet<>();
@@ -88,16 +96,18 @@ class BrokerKillLabTest {
             for (int i = 50; i < 200; i++) {
                 assertTrue(remaining.contains(i), "message " + i + " lost");
             }
+            return noticedMillis;
         } finally {
             broker.close();
         }
     }
 
-    /** {@link LabBrokerMain} in a child JVM, its output echoed; returns once it is ready. */
-    private static JavaProcess startBroker(int port, Path data) throws Exception {
-        return JavaProcess.main(LabBrokerMain.class).jvm("-Xmx1g", "-XX:TieredStopAtLevel=1")
+    /** {@link LabBrokerMain} in a child JVM on {@code host} (null: here), its output echoed; returns once ready. */
+    private static JavaProcess startBroker(String address, int port, Path data, dev.artemisrdma.it.hosts.LabHost host)
+            throws Exception {
+        return JavaProcess.main(LabBrokerMain.class).on(host).jvm("-Xmx1g", "-XX:TieredStopAtLevel=1")
                 .readyWhen(LabBrokerMain.READY, 180).echo(line -> true)
-                .start(Lab.addr0(), Integer.toString(port), data.toString());
+                .start(address, Integer.toString(port), data.toString());
     }
 
     /** After a failover the first transacted operation may be rolled back by Artemis; retry that once. */

@@ -38,6 +38,8 @@ class CrossWireLabTest {
 
     private static final int PORT = 61617;
     private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
+    private static final Pattern TIME_OF_DAY = Pattern.compile("^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) ");
+
     /** A client log line of the transport failing a connection, with its time of day. */
     private static final Pattern FAILED_LINE = Pattern.compile("^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) .*(lost: |"
             + "stayed down for longer than the retry budget|IBV_WC_RETRY_EXC_ERR)");
@@ -154,23 +156,30 @@ class CrossWireLabTest {
             LabHost.b().cable(true);
             Map<String, Long> r = result(client.await("RESULT", 540));
             Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
-            // the transport's word: the first line of the client's log that fails a connection of it
+            // the transport's word: the first line of the client's log that fails a connection of it, counted from
+            // the port-down event (the moment host B's kernel knew; the cable request takes a moment to reach QEMU)
+            String portDown = client.awaitLine(line -> line.contains("IBV_EVENT_PORT_ERR on RDMA device"), 1000);
+            assertTrue(portDown != null, "host B's transport never heard IBV_EVENT_PORT_ERR: " + c);
+            Matcher d = TIME_OF_DAY.matcher(portDown);
+            assertTrue(d.find(), portDown);
             String failedLine = client.awaitLine(line -> FAILED_LINE.matcher(line).find(), 1000);
             String detected = client.awaitLine(line -> line.startsWith("FAILURE_DETECTED "), 1000);
             assertTrue(failedLine != null && detected != null, "the client never saw its connection fail: " + c);
             Matcher t = FAILED_LINE.matcher(failedLine);
             assertTrue(t.find());
-            long transportMillis = ((Long.parseLong(t.group(1)) * 60 + Long.parseLong(t.group(2))) * 60
-                    + Long.parseLong(t.group(3))) * 1000 + Long.parseLong(t.group(4)) - downAtOfDay;
+            long transportMillis = millisOfDay(t) - millisOfDay(d);
+            System.out.printf("the port-down event came %d ms after the cable request%n",
+                    millisOfDay(d) - downAtOfDay);
             long artemisMillis = Long.parseLong(detected.substring(17)) - downAt;
-            System.out.printf("cable of host B pulled for %d s: the transport failed the connection %d ms after (%s), "
+            System.out.printf("cable of host B pulled for %d s: the transport failed the connection %d ms after the "
+                    + "port went down (%s), "
                     + "Artemis heard %d ms after (retry budget %d ms): %s%n", OUTAGE_SECONDS, transportMillis,
                     failedLine.substring(failedLine.indexOf(" - ") + 3), artemisMillis, BUDGET_MILLIS, c);
             assertTrue(transportMillis <= BUDGET_MILLIS + 1000, "the transport failed the connection "
-                    + transportMillis + " ms after the cable went, more than the retry budget of " + BUDGET_MILLIS
+                    + transportMillis + " ms after the port went down, more than the retry budget of " + BUDGET_MILLIS
                     + " ms + 1 s");
             assertTrue(transportMillis >= 1000, "the connection failed " + transportMillis
-                    + " ms after the cable went: the transport did not give the link its retry budget");
+                    + " ms after the port went down: the transport did not give the link its retry budget");
             // Artemis hears when the channel is released, after its queue pair is destroyed on the completion loop:
             // rxe's ibv_destroy_qp waits for the packets the carrierless NIC still holds (up to about 3 s seen), and
             // a connection on the same loop waits behind it (see the closing note of issue 35)
@@ -231,9 +240,11 @@ class CrossWireLabTest {
                         + "(budget %d ms)%n", droppedMillis, BUDGET_MILLIS);
                 assertEquals(0, q.getConsumerCount(), "the broker still has the vanished host's consumer after "
                         + droppedMillis + " ms");
-                assertTrue(droppedMillis <= BUDGET_MILLIS + 1000, "the vanished host's connection failed "
+                // the queue pair reports after the budget; Artemis then fails the connection and drops the consumer
+                // on its own threads (0.25 s seen on top of the budget in the lab)
+                assertTrue(droppedMillis <= BUDGET_MILLIS + 2000, "the vanished host's connection failed "
                         + droppedMillis + " ms after the first delivery it could not take: more than the retry "
-                        + "budget of " + BUDGET_MILLIS + " ms + 1 s");
+                        + "budget of " + BUDGET_MILLIS + " ms + 2 s");
             }
             long start = System.nanoTime();
             String refused = null;
@@ -274,6 +285,12 @@ class CrossWireLabTest {
             System.out.println(queue + ": " + c);
             return c;
         }
+    }
+
+    /** The time of day of a log line matched by {@link #TIME_OF_DAY} or {@link #FAILED_LINE}, in milliseconds. */
+    private static long millisOfDay(Matcher m) {
+        return ((Long.parseLong(m.group(1)) * 60 + Long.parseLong(m.group(2))) * 60 + Long.parseLong(m.group(3)))
+                * 1000 + Long.parseLong(m.group(4));
     }
 
     private static Map<String, Long> result(String line) {
