@@ -301,7 +301,7 @@ class AddressingLabTest {
     /**
      * {@code ackTimeout} reaches the device on both ends (issue 35): the client's queue pair runs with the client's
      * value, the accepted one with the acceptor's (rdma_cm sets it on the request's own id before rdma_accept), each
-     * with its retry count; without the key, the default 17. Read back with ibv_query_qp.
+     * with its retry count; without the keys, the defaults 17 and 6. Read back with ibv_query_qp.
      */
     @Test
     void transportAckTimeoutKeyReachesTheQueuePairsOfBothEnds() throws Exception {
@@ -325,8 +325,8 @@ class AddressingLabTest {
             RdmaChannel other = plain.connect(bind, new Counter());
             other.write(ByteBuffer.wrap(new byte[100]), true);
             atServer.await(2);
-            assertEquals(List.of("timeout 17 retry 7", "timeout 15 retry 7"), recording.retryParameters(),
-                    "a default client (17, 7) against the acceptor's 15");
+            assertEquals(List.of("timeout 17 retry 6", "timeout 15 retry 6"), recording.retryParameters(),
+                    "a default client (ackTimeout 17, retryCount 6) against the acceptor's 15");
             channel.close();
             other.close();
         }
