@@ -108,7 +108,7 @@ public final class RdmaParameters {
 
     static int port(Map<String, ?> params) {
         Object value = params.get(PORT);
-        return value == null ? DEFAULT_PORT : TransportConfig.intValue(PORT, value, 1, 65_535);
+        return value == null ? DEFAULT_PORT : TransportConfig.intValue(PORT, value, 0, 65_535); // 0: any free port
     }
 
     /** Milliseconds, as Netty's key: a whole number, 0 (no batching) or more; "10ms" or -1 are refused by name. */

@@ -60,7 +60,7 @@ class ConfigurationErrorsTest {
             {"directDeliver", "yes", "directDeliver: expected true or false, got 'yes'"},
             {"batchDelay", "10ms", "batchDelay: not an integer: '10ms' (milliseconds, a whole number such as 10"},
             {"batchDelay", "-1", "batchDelay: must be 0..60000, got -1"},
-            {"port", "0", "port: must be 1..65535, got 0"},
+            {"port", "70000", "port: must be 0..65535, got 70000"},
             {"port", "http", "port: not an integer: 'http'"},
         };
         for (Object[] c : cases) {
