@@ -42,17 +42,7 @@ public final class IbvQueuePair {
      * its packets carry, which rdma_cm takes from RDMA_OPTION_ID_TOS. Valid once the queue pair is connected.
      */
     public int trafficClass() throws VerbsException {
-        if (destroyed) {
-            throw new VerbsException("ibv_query_qp: queue pair " + qpNumber + " is destroyed");
-        }
-        try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE);
-             NativeStruct init = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
-            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), IBV_QP_AV, init.address());
-            if (rc != 0) {
-                throw new VerbsException("ibv_query_qp", rc, "(IBV_QP_AV) for queue pair " + qpNumber);
-            }
-            return attr.view().get(Abi.QP_ATTR_AH_ATTR + Abi.AH_ATTR_TRAFFIC_CLASS) & 0xff;
-        }
+        return queryBytes(IBV_QP_AV, "IBV_QP_AV", Abi.QP_ATTR_AH_ATTR + Abi.AH_ATTR_TRAFFIC_CLASS)[0];
     }
 
     /**
@@ -61,16 +51,26 @@ public final class IbvQueuePair {
      * Valid once the queue pair is connected. Returns {timeout, retryCount}.
      */
     public int[] retryParameters() throws VerbsException {
+        return queryBytes(IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, "IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT", Abi.QP_ATTR_TIMEOUT,
+                Abi.QP_ATTR_RETRY_CNT);
+    }
+
+    /** ibv_query_qp for {@code mask} (named {@code maskName} in errors): ibv_qp_attr's unsigned bytes at offsets. */
+    private int[] queryBytes(int mask, String maskName, int... offsets) throws VerbsException {
         if (destroyed) {
             throw new VerbsException("ibv_query_qp: queue pair " + qpNumber + " is destroyed");
         }
         try (NativeStruct attr = new NativeStruct(Abi.QP_ATTR_SIZE);
              NativeStruct init = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
-            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, init.address());
+            int rc = IbVerbs.ibv_query_qp(qp, attr.address(), mask, init.address());
             if (rc != 0) {
-                throw new VerbsException("ibv_query_qp", rc, "(IBV_QP_TIMEOUT) for queue pair " + qpNumber);
+                throw new VerbsException("ibv_query_qp", rc, "(" + maskName + ") for queue pair " + qpNumber);
             }
-            return new int[] {attr.view().get(Abi.QP_ATTR_TIMEOUT) & 0xff, attr.view().get(Abi.QP_ATTR_RETRY_CNT) & 0xff};
+            int[] values = new int[offsets.length];
+            for (int i = 0; i < offsets.length; i++) {
+                values[i] = attr.view().get(offsets[i]) & 0xff;
+            }
+            return values;
         }
     }
 

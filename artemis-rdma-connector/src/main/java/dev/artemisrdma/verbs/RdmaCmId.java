@@ -70,12 +70,7 @@ public final class RdmaCmId implements AutoCloseable {
         if (tos < 0 || tos > 255) {
             throw new IllegalArgumentException("type of service must be 0..255, got " + tos);
         }
-        try (NativeStruct value = new NativeStruct(1)) {
-            value.putByte(0, tos);
-            if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, value.address(), 1) != 0) {
-                throw VerbsException.fromErrno("rdma_set_option", "(RDMA_OPTION_ID_TOS " + tos + ")");
-            }
-        }
+        setByteOption(RDMA_OPTION_ID_TOS, tos, "RDMA_OPTION_ID_TOS");
     }
 
     /**
@@ -90,11 +85,15 @@ public final class RdmaCmId implements AutoCloseable {
         if (exponent < 0 || exponent > 31) {
             throw new IllegalArgumentException("ACK timeout exponent must be 0..31, got " + exponent);
         }
-        try (NativeStruct value = new NativeStruct(1)) {
-            value.putByte(0, exponent);
-            if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, value.address(), 1) != 0) {
-                throw VerbsException.fromErrno("rdma_set_option", "(RDMA_OPTION_ID_ACK_TIMEOUT " + exponent
-                        + ")");
+        setByteOption(RDMA_OPTION_ID_ACK_TIMEOUT, exponent, "RDMA_OPTION_ID_ACK_TIMEOUT");
+    }
+
+    /** rdma_set_option(RDMA_OPTION_ID, option) with a one-byte value (already checked by the caller); holds this. */
+    private void setByteOption(int option, int value, String name) throws VerbsException {
+        try (NativeStruct byteValue = new NativeStruct(1)) {
+            byteValue.putByte(0, value);
+            if (RdmaCm.rdma_set_option(id, RDMA_OPTION_ID, option, byteValue.address(), 1) != 0) {
+                throw VerbsException.fromErrno("rdma_set_option", "(" + name + " " + value + ")");
             }
         }
     }

@@ -284,14 +284,10 @@ class AddressingLabTest {
              RdmaTransport plain = RdmaTransport.create(recording, TransportConfig.defaults())) {
             Counter atServer = new Counter();
             serverTransport.listen(bind, channel -> atServer);
-            RdmaChannel channel = client.connect(bind, new Counter());
-            channel.write(ByteBuffer.wrap(new byte[100]), true);
-            atServer.await(1);
+            RdmaChannel channel = connectAndSend(client, bind, atServer, 1);
             assertEquals(List.of(96, 96), recording.trafficClasses(), "client (tos=96) and server queue pairs");
             recording.queuePairs.clear();
-            RdmaChannel other = plain.connect(bind, new Counter());
-            other.write(ByteBuffer.wrap(new byte[100]), true);
-            atServer.await(2);
+            RdmaChannel other = connectAndSend(plain, bind, atServer, 2);
             assertEquals(List.of(0, 0), recording.trafficClasses(), "without tos the kernel's default, 0");
             channel.close();
             other.close();
@@ -314,22 +310,30 @@ class AddressingLabTest {
              RdmaTransport plain = RdmaTransport.create(recording, TransportConfig.defaults())) {
             Counter atServer = new Counter();
             serverTransport.listen(bind, channel -> atServer);
-            RdmaChannel channel = client.connect(bind, new Counter());
-            channel.write(ByteBuffer.wrap(new byte[100]), true);
-            atServer.await(1);
+            RdmaChannel channel = connectAndSend(client, bind, atServer, 1);
             List<String> tuned = recording.retryParameters();
             note("ackTimeout 14 / retryCount 5 (client), 15 (acceptor): queue pairs run with " + tuned);
             // the accepted queue pair retries as often as the client's request says: the kernel's CM takes it from there
             assertEquals(List.of("timeout 14 retry 5", "timeout 15 retry 5"), tuned, "client, then accepted queue pair");
             recording.queuePairs.clear();
-            RdmaChannel other = plain.connect(bind, new Counter());
-            other.write(ByteBuffer.wrap(new byte[100]), true);
-            atServer.await(2);
+            RdmaChannel other = connectAndSend(plain, bind, atServer, 2);
             assertEquals(List.of("timeout 17 retry 6", "timeout 15 retry 6"), recording.retryParameters(),
                     "a default client (ackTimeout 17, retryCount 6) against the acceptor's 15");
             channel.close();
             other.close();
         }
+    }
+
+    /**
+     * Connects {@code from} to {@code bind} and sends one frame, so that both ends' queue pairs are connected; returns
+     * once the server has received {@code frames} in all.
+     */
+    private static RdmaChannel connectAndSend(RdmaTransport from, InetSocketAddress bind, Counter atServer, int frames)
+            throws Exception {
+        RdmaChannel channel = from.connect(bind, new Counter());
+        channel.write(ByteBuffer.wrap(new byte[100]), true);
+        atServer.await(frames);
+        return channel;
     }
 
     /** The lab's fabric, recording every queue pair it creates (connect and accept) to read their traffic class. */

@@ -305,8 +305,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     /**
      * The retry budget of a connection this side opens: (retryCount + 1) x 4.096 us x 2^ackTimeout, how long its
-     * queue pair sends unacknowledged before it fails with IBV_WC_RETRY_EXC_ERR (7 x 0.537 s = 3.8 s by default). An accepted
-     * connection's budget assumes {@link Addressing#ACCEPTED_RETRY_COUNT} instead of retryCount.
+     * queue pair sends unacknowledged before it fails with IBV_WC_RETRY_EXC_ERR (7 x 0.537 s = 3.8 s by default).
+     * An accepted connection's budget assumes {@link Addressing#ACCEPTED_RETRY_COUNT} instead of retryCount.
      */
     public Duration retryBudget() {
         return addressing().retryBudget(retryCount);
@@ -635,7 +635,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private int completionThreads = 1;
         private int completionQueueEntries = 16384;
         private int rnrRetryCount = 7;
-        private int retryCount = 6; // not 7: Soft-RoCE (rxe) retries for ever at 7, so a dead peer would never be reported
+        private int retryCount = 6; // not 7: Soft-RoCE (rxe) retries for ever at 7, a dead peer never reported
         private int ackTimeout = Addressing.DEFAULT_ACK_TIMEOUT;
         private Duration connectTimeout = Duration.ofSeconds(10);
         private int maxReassemblyBytes = 64 << 20;

@@ -83,8 +83,9 @@ public record Addressing(String device, int tos, int ackTimeout) {
 
     /**
      * How long a queue pair with {@code retryCount} retries goes on sending without an acknowledgement before it
-     * reports IBV_WC_RETRY_EXC_ERR: (retryCount + 1) x 4.096 us x 2^ackTimeout (7 x 0.537 s = 3.8 s at the default retryCount 6, 8 x 0.537 s = 4.3 s
-     * at 7). On Soft-RoCE (rxe) a retry count of 7 means for ever: such a queue pair never reports the error.
+     * reports IBV_WC_RETRY_EXC_ERR: (retryCount + 1) x 4.096 us x 2^ackTimeout (7 x 0.537 s = 3.8 s at the default
+     * retryCount 6, 8 x 0.537 s = 4.3 s at 7). On Soft-RoCE (rxe) a retry count of 7 means for ever: such a queue
+     * pair never reports the error.
      */
     public Duration retryBudget(int retryCount) {
         if (retryCount < 0 || retryCount > 7) {

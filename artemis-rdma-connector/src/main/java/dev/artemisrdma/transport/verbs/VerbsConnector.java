@@ -82,8 +82,7 @@ final class VerbsConnector {
             if (options.addressing().hasTos()) {
                 id.setTypeOfService(options.addressing().tos()); // before rdma_resolve_route puts it in the path
             }
-            // before rdma_resolve_route too: RoCE's packet lifetime is derived from it there, the queue pair's
-            // timeout at RTS after rdma_connect
+            // any time before rdma_connect: the kernel puts it into the queue pair's attributes at RTS
             id.setAckTimeout(options.addressing().ackTimeout());
             id.resolveAddress(host(), remote.getPort(), stepTimeoutMillis);
         } catch (VerbsException | RuntimeException e) {

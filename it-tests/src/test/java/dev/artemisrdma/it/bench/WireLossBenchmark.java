@@ -63,7 +63,7 @@ public final class WireLossBenchmark {
                         if (round > 0) {
                             lat.computeIfAbsent(condition, k -> new ArrayList<>()).add(l);
                             bw.computeIfAbsent(condition, k -> new ArrayList<>()).add(m);
-                            cost.merge(condition, sum(moved, movedB), WireLossBenchmark::plus);
+                            cost.merge(condition, plus(moved, movedB), WireLossBenchmark::plus);
                         }
                         System.out.printf(Locale.ROOT, "round %d %-10s ping-pong p50 %.1f us p99 %.1f us, stream %.0f "
                                 + "msg/s%n", round, condition, l[0], l[1], m);
@@ -99,7 +99,7 @@ public final class WireLossBenchmark {
 
     private static void netem(String condition) throws Exception {
         String command = condition.equals("clean") ? "tc qdisc del dev " + LabHost.WIRE_NIC + " root 2>/dev/null; true"
-                : "tc qdisc replace dev " + LabHost.WIRE_NIC + " root netem " + condition.replace("loss ", "loss ");
+                : "tc qdisc replace dev " + LabHost.WIRE_NIC + " root netem " + condition;
         LabHost.a().sh(command);
         LabHost.b().sh(command);
     }
@@ -126,10 +126,7 @@ public final class WireLossBenchmark {
         }
     }
 
-    private static WireCounters sum(WireCounters a, WireCounters b) {
-        return plus(a, b);
-    }
-
+    /** Both hosts' counters (or two rounds') added up, name by name. */
     private static WireCounters plus(WireCounters a, WireCounters b) {
         Map<String, Long> rxe = new LinkedHashMap<>(a.rxe());
         b.rxe().forEach((k, v) -> rxe.merge(k, v, Long::sum));

@@ -11,6 +11,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -110,7 +111,7 @@ public final class HostAgent {
                         stdin.flush();
                     }
                     case AgentProtocol.STDIN_END -> stdin.close();
-                    case AgentProtocol.SIGNAL -> signal(process, new String(data, java.nio.charset.StandardCharsets.UTF_8));
+                    case AgentProtocol.SIGNAL -> signal(process, new String(data, StandardCharsets.UTF_8));
                     default -> throw new IOException("unknown frame type " + frame.type());
                 }
             }

@@ -4,8 +4,11 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -144,19 +147,19 @@ public final class LabHost {
      * build a packet and fails the queue pair that tries: {@code IBV_WC_LOC_QP_OP_ERR}). Returns once QEMU was told.
      */
     public void cable(boolean plugged) throws IOException, InterruptedException {
-        java.nio.file.Path dir = java.nio.file.Path.of(env("RDMA_LAB_RESULTS"), ".cable");
-        String id = name.toLowerCase(java.util.Locale.ROOT) + "-" + System.nanoTime();
-        java.nio.file.Path request = dir.resolve(id + ".req");
-        java.nio.file.Files.createDirectories(dir);
-        java.nio.file.Files.writeString(dir.resolve(id + ".tmp"), name.toLowerCase(java.util.Locale.ROOT) + " "
+        Path dir = Path.of(env("RDMA_LAB_RESULTS"), ".cable");
+        String id = name.toLowerCase(Locale.ROOT) + "-" + System.nanoTime();
+        Path request = dir.resolve(id + ".req");
+        Files.createDirectories(dir);
+        Files.writeString(dir.resolve(id + ".tmp"), name.toLowerCase(Locale.ROOT) + " "
                 + (plugged ? "on" : "off") + "\n");
-        java.nio.file.Files.move(dir.resolve(id + ".tmp"), request);
+        Files.move(dir.resolve(id + ".tmp"), request);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (System.nanoTime() < deadline) {
-            if (java.nio.file.Files.exists(dir.resolve(id + ".done"))) {
+            if (Files.exists(dir.resolve(id + ".done"))) {
                 return;
             }
-            if (java.nio.file.Files.exists(dir.resolve(id + ".failed"))) {
+            if (Files.exists(dir.resolve(id + ".failed"))) {
                 throw new IllegalStateException("rdma-lab could not " + (plugged ? "plug" : "unplug") + " the cable of "
                         + this);
             }

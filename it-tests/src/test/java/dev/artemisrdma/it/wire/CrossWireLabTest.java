@@ -3,10 +3,16 @@ package dev.artemisrdma.it.wire;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.artemis.ConnectedClientMain;
 import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.hosts.LabHost;
 import dev.artemisrdma.it.hosts.WireCounters;
+import jakarta.jms.Connection;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
+import org.apache.activemq.artemis.api.core.SimpleString;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -17,6 +23,7 @@ import org.junit.jupiter.api.Timeout;
 
 import java.nio.file.Files;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -38,10 +45,11 @@ class CrossWireLabTest {
 
     private static final int PORT = 61617;
     private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
-    private static final Pattern TIME_OF_DAY = Pattern.compile("^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) ");
-
+    /** A log line's time of day (hours, minutes, seconds, milliseconds), as SLF4J's simple logger and date print it. */
+    private static final String STAMP = "^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) ";
+    private static final Pattern TIME_OF_DAY = Pattern.compile(STAMP);
     /** A client log line of the transport failing a connection, with its time of day. */
-    private static final Pattern FAILED_LINE = Pattern.compile("^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) .*(lost: |"
+    private static final Pattern FAILED_LINE = Pattern.compile(STAMP + ".*(lost: |"
             + "stayed down for longer than the retry budget|IBV_WC_RETRY_EXC_ERR)");
     private static final String[] REPAIRS = {"rcvd_seq_err", "duplicate_request", "out_of_seq_request",
         "completer_retry_err", "rcvd_rnr_err"};
@@ -109,86 +117,58 @@ class CrossWireLabTest {
     @Test
     @Order(3)
     void aLinkFlapShorterThanTheRetryBudgetIsRiddenOut() throws Exception {
-        WireCounters a0 = LabHost.a().counters();
-        WireCounters b0 = LabHost.b().counters();
         int count = 600;
-        try (JavaProcess client = client("wire.flap")
-                .start("rdma://" + LabHost.a().wireAddress() + ":" + PORT, "wire.flap", Integer.toString(count), "13")) {
-            client.await("PROGRESS 100", 300);
-            long t0 = System.nanoTime();
-            LabHost.b().cable(false);
-            Thread.sleep(300);
-            LabHost.b().cable(true);
-            long outageMs = (System.nanoTime() - t0) / 1_000_000;
-            Map<String, Long> r = result(client.await("RESULT", 540));
-            Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
-            System.out.printf("cable of host B's %s unplugged for about %d ms: %s%n", LabHost.WIRE_NIC, outageMs, c);
-            assertEquals(0, r.get("failures"), "a link flap of 0.3 s failed a connection: " + c);
-            assertEquals(0, r.get("reconnects"), "a link flap of 0.3 s made the client reconnect: " + c);
-            c.assertExactlyOnce(count, FLAP_DROPS);
-        }
+        Run run = run("wire.flap", "rdma://" + LabHost.a().wireAddress() + ":" + PORT, count, 13, 300);
+        Crossing c = run.crossing();
+        assertEquals(0, c.result().get("failures"), "a link flap of 0.3 s failed a connection: " + c);
+        assertEquals(0, c.result().get("reconnects"), "a link flap of 0.3 s made the client reconnect: " + c);
+        c.assertExactlyOnce(count, FLAP_DROPS);
     }
 
     /**
      * The link stays down longer than the retry budget: the connections fail within the budget plus a second
-     * (measured on host B's clock, from the link going down to Artemis's failure listener), the client reconnects
+     * (measured on host B's clock, from the port-down event to the client's log line that fails a connection; Artemis's
+     * failure listener is bounded too, from the cable request), the client reconnects
      * once the link is back, and its transactions, redone under duplicate detection, deliver every message exactly
      * once.
      */
     @Test
     @Order(4)
     void aLinkDownLongerThanTheBudgetFailsInTimeAndTheClientReconnectsExactlyOnce() throws Exception {
-        WireCounters a0 = LabHost.a().counters();
-        WireCounters b0 = LabHost.b().counters();
         int count = 600;
         String url = "rdma://" + LabHost.a().wireAddress() + ":" + PORT
                 + "?reconnectAttempts=-1&retryInterval=500&connectTimeout=3000";
-        try (JavaProcess client = client("wire.outage").keepOutput().start(url, "wire.outage", Integer.toString(count),
-                "14")) {
-            client.await("PROGRESS 100", 300);
-            // B's clock, as the client's log and its failover listener: epoch and time of day, in milliseconds
-            String[] now = LabHost.b().sh("date '+%s%3N %H %M %S %3N'").strip().split(" ");
-            long downAt = Long.parseLong(now[0]);
-            long downAtOfDay = ((Long.parseLong(now[1]) * 60 + Long.parseLong(now[2])) * 60 + Long.parseLong(now[3]))
-                    * 1000 + Long.parseLong(now[4]);
-            LabHost.b().cable(false);
-            Thread.sleep(OUTAGE_SECONDS * 1000L);
-            LabHost.b().cable(true);
-            Map<String, Long> r = result(client.await("RESULT", 540));
-            Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
-            // the transport's word: the first line of the client's log that fails a connection of it, counted from
-            // the port-down event (the moment host B's kernel knew; the cable request takes a moment to reach QEMU)
-            String portDown = client.awaitLine(line -> line.contains("IBV_EVENT_PORT_ERR on RDMA device"), 1000);
-            assertTrue(portDown != null, "host B's transport never heard IBV_EVENT_PORT_ERR: " + c);
-            Matcher d = TIME_OF_DAY.matcher(portDown);
-            assertTrue(d.find(), portDown);
-            String failedLine = client.awaitLine(line -> FAILED_LINE.matcher(line).find(), 1000);
-            String detected = client.awaitLine(line -> line.startsWith("FAILURE_DETECTED "), 1000);
-            assertTrue(failedLine != null && detected != null, "the client never saw its connection fail: " + c);
-            Matcher t = FAILED_LINE.matcher(failedLine);
-            assertTrue(t.find());
-            long transportMillis = millisOfDay(t) - millisOfDay(d);
-            System.out.printf("the port-down event came %d ms after the cable request%n",
-                    millisOfDay(d) - downAtOfDay);
-            long artemisMillis = Long.parseLong(detected.substring(17)) - downAt;
-            System.out.printf("cable of host B pulled for %d s: the transport failed the connection %d ms after the "
-                    + "port went down (%s), "
-                    + "Artemis heard %d ms after (retry budget %d ms): %s%n", OUTAGE_SECONDS, transportMillis,
-                    failedLine.substring(failedLine.indexOf(" - ") + 3), artemisMillis, BUDGET_MILLIS, c);
-            assertTrue(transportMillis <= BUDGET_MILLIS + 1000, "the transport failed the connection "
-                    + transportMillis + " ms after the port went down, more than the retry budget of " + BUDGET_MILLIS
-                    + " ms + 1 s");
-            assertTrue(transportMillis >= 1000, "the connection failed " + transportMillis
-                    + " ms after the port went down: the transport did not give the link its retry budget");
-            // Artemis hears when the channel is released, after its queue pair is destroyed on the completion loop:
-            // rxe's ibv_destroy_qp waits for the packets the carrierless NIC still holds (up to about 3 s seen), and
-            // a connection on the same loop waits behind it (see the closing note of issue 35)
-            assertTrue(artemisMillis <= BUDGET_MILLIS + 4000, "Artemis heard of the failure " + artemisMillis
-                    + " ms after the cable went");
-            assertTrue(r.get("reconnects") >= 1, "no reconnect: " + c);
-            assertEquals(0, r.get("gaveUp"), "the client gave up instead of reconnecting: " + c);
-            c.assertExactlyOnce(count, OUTAGE_DROPS);
-        }
+        Run run = run("wire.outage", url, count, 14, OUTAGE_SECONDS * 1000L);
+        Crossing c = run.crossing();
+        Map<String, Long> r = c.result();
+        // the transport's word: the first line of the client's log that fails a connection of it, counted from
+        // the port-down event (the moment host B's kernel knew; the cable request takes a moment to reach QEMU)
+        Matcher d = run.firstLine(TIME_OF_DAY, "IBV_EVENT_PORT_ERR on RDMA device");
+        assertTrue(d != null, "host B's transport never heard IBV_EVENT_PORT_ERR: " + c);
+        Matcher t = run.firstLine(FAILED_LINE, "");
+        String detected = run.output().stream().filter(line -> line.startsWith("FAILURE_DETECTED ")).findFirst()
+                .orElse(null);
+        assertTrue(t != null && detected != null, "the client never saw its connection fail: " + c);
+        long transportMillis = millisOfDay(t) - millisOfDay(d);
+        System.out.printf("the port-down event came %d ms after the cable request%n",
+                millisOfDay(d) - run.pulledAtMillisOfDay());
+        long artemisMillis = Long.parseLong(detected.substring(17)) - run.pulledAtEpochMillis();
+        System.out.printf("cable of host B pulled for %d s: the transport failed the connection %d ms after the "
+                + "port went down (%s), Artemis heard %d ms after the cable went (retry budget %d ms): %s%n",
+                OUTAGE_SECONDS, transportMillis, t.group(0), artemisMillis, BUDGET_MILLIS, c);
+        assertTrue(transportMillis <= BUDGET_MILLIS + 1000, "the transport failed the connection "
+                + transportMillis + " ms after the port went down, more than the retry budget of " + BUDGET_MILLIS
+                + " ms + 1 s");
+        assertTrue(transportMillis >= 1000, "the connection failed " + transportMillis
+                + " ms after the port went down: the transport did not give the link its retry budget");
+        // Artemis hears when the channel is released, after its queue pair is destroyed on the completion loop:
+        // rxe's ibv_destroy_qp waits for the packets the carrierless NIC still holds (up to about 3 s seen), and
+        // a connection on the same loop waits behind it (see the closing note of issue 35)
+        assertTrue(artemisMillis <= BUDGET_MILLIS + 4000, "Artemis heard of the failure " + artemisMillis
+                + " ms after the cable went");
+        assertTrue(r.get("reconnects") >= 1, "no reconnect: " + c);
+        assertEquals(0, r.get("gaveUp"), "the client gave up instead of reconnecting: " + c);
+        c.assertExactlyOnce(count, OUTAGE_DROPS);
     }
 
     /**
@@ -220,15 +200,15 @@ class CrossWireLabTest {
     @Order(6)
     void aVanishedPeerIsReportedWithinTheBudgetOpenAndWithinConnectTimeoutNew() throws Exception {
         String queue = "wire.vanish";
-        try (JavaProcess consumer = JavaProcess.driven("wire.vanish", dev.artemisrdma.it.artemis.ConnectedClientMain.class)
-                .on(LabHost.b()).jvm("-Xmx256m").readyWhen(dev.artemisrdma.it.artemis.ConnectedClientMain.READY, 180)
+        try (JavaProcess consumer = JavaProcess.driven("wire.vanish", ConnectedClientMain.class)
+                .on(LabHost.b()).jvm("-Xmx256m").readyWhen(ConnectedClientMain.READY, 180)
                 .start("rdma://" + LabHost.a().wireAddress() + ":" + PORT, queue)) {
-            var q = broker.server().locateQueue(org.apache.activemq.artemis.api.core.SimpleString.of(queue));
+            var q = broker.server().locateQueue(SimpleString.of(queue));
             assertEquals(1, q.getConsumerCount(), "host B's consumer");
             LabHost.b().cable(false);
-            try (var cf = dev.artemisrdma.artemis.RdmaConnectionFactories.create("rdma://" + LabHost.a().wireAddress()
-                    + ":" + PORT); jakarta.jms.Connection c = cf.createConnection()) {
-                jakarta.jms.Session session = c.createSession(false, jakarta.jms.Session.AUTO_ACKNOWLEDGE);
+            try (var cf = RdmaConnectionFactories.create("rdma://" + LabHost.a().wireAddress()
+                    + ":" + PORT); Connection c = cf.createConnection()) {
+                Session session = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
                 long sent = System.nanoTime();
                 session.createProducer(session.createQueue(queue)).send(session.createTextMessage("to B"));
                 long deadline = sent + TimeUnit.MILLISECONDS.toNanos(BUDGET_MILLIS + 30_000);
@@ -248,11 +228,11 @@ class CrossWireLabTest {
             }
             long start = System.nanoTime();
             String refused = null;
-            try (var cf = dev.artemisrdma.artemis.RdmaConnectionFactories.create("rdma://" + LabHost.b().wireAddress()
+            try (var cf = RdmaConnectionFactories.create("rdma://" + LabHost.b().wireAddress()
                     + ":" + PORT + "?reconnectAttempts=0&initialConnectAttempts=1&connectTimeout=3000");
-                 jakarta.jms.Connection c = cf.createConnection()) {
+                 Connection c = cf.createConnection()) {
                 refused = "connected";
-            } catch (jakarta.jms.JMSException e) {
+            } catch (JMSException e) {
                 refused = String.valueOf(e);
             }
             long connectMillis = (System.nanoTime() - start) / 1_000_000;
@@ -275,15 +255,55 @@ class CrossWireLabTest {
 
     /** Runs {@link WireJmsMain} on host B against the broker on A; its result and both hosts' counters. */
     private static Crossing crossing(String queue, int count, long seed) throws Exception {
+        return run(queue, "rdma://" + LabHost.a().wireAddress() + ":" + PORT, count, seed, 0).crossing();
+    }
+
+    /**
+     * Runs {@link WireJmsMain} on host B against {@code url} and, with {@code pullMillis} above 0, pulls B's cable for
+     * that long once the consumer has taken 100 messages: its result, both hosts' counters, its output, and B's clock
+     * when the cable was pulled.
+     */
+    private static Run run(String queue, String url, int count, long seed, long pullMillis) throws Exception {
         WireCounters a0 = LabHost.a().counters();
         WireCounters b0 = LabHost.b().counters();
-        try (JavaProcess client = client(queue)
-                .start("rdma://" + LabHost.a().wireAddress() + ":" + PORT, queue, Integer.toString(count),
-                        Long.toString(seed))) {
+        try (JavaProcess client = client(queue).keepOutput().start(url, queue, Integer.toString(count),
+                Long.toString(seed))) {
+            long pulledAtEpoch = 0;
+            long pulledAtOfDay = 0;
+            String pulled = "";
+            if (pullMillis > 0) {
+                client.await("PROGRESS 100", 300);
+                // B's clock, as the client's log and its failover listener: time of day and epoch, in milliseconds
+                String now = LabHost.b().sh("date '+%H:%M:%S.%3N %s%3N'").strip();
+                Matcher m = TIME_OF_DAY.matcher(now);
+                assertTrue(m.find(), now);
+                pulledAtOfDay = millisOfDay(m);
+                pulledAtEpoch = Long.parseLong(now.substring(now.indexOf(' ') + 1));
+                long t0 = System.nanoTime();
+                LabHost.b().cable(false);
+                Thread.sleep(pullMillis);
+                LabHost.b().cable(true);
+                pulled = " (host B's cable pulled for about " + (System.nanoTime() - t0) / 1_000_000 + " ms)";
+            }
             Map<String, Long> r = result(client.await("RESULT", 540));
             Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
-            System.out.println(queue + ": " + c);
-            return c;
+            System.out.println(queue + pulled + ": " + c);
+            return new Run(c, client.keptSince(0), pulledAtEpoch, pulledAtOfDay);
+        }
+    }
+
+    /** A run of {@link WireJmsMain}: its crossing, its output lines, and host B's clock when its cable was pulled. */
+    private record Run(Crossing crossing, List<String> output, long pulledAtEpochMillis, long pulledAtMillisOfDay) {
+
+        /** {@code pattern}'s match in the first output line that contains {@code text} and matches it, or null. */
+        Matcher firstLine(Pattern pattern, String text) {
+            for (String line : output) {
+                Matcher m = pattern.matcher(line);
+                if (line.contains(text) && m.find()) {
+                    return m;
+                }
+            }
+            return null;
         }
     }
 
