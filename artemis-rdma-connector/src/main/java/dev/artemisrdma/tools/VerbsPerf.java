@@ -63,7 +63,8 @@ final class VerbsPerf {
         public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
             cq = device.createCompletionQueue(Math.min(device.limits().maxCqe(), SQ_DEPTH + rxDepth + 64));
             memory = device.register((int) ((long) size * (rxDepth + 1)));
-            return new QueuePairSpec(cq, SQ_DEPTH, rxDepth, 1, 1, Math.min(size, 256));
+            int allowed = device.limits().maxInlineData(); // -1: unknown, ask as perftest does by default
+            return new QueuePairSpec(cq, SQ_DEPTH, rxDepth, 1, 1, Math.min(size, allowed < 0 ? 256 : allowed));
         }
 
         @Override

@@ -34,6 +34,7 @@ import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
+import dev.artemisrdma.transport.fabric.QueuePairRefusedException;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.flow.BufferPool;
 import dev.artemisrdma.transport.flow.ReassemblyBudget;
@@ -339,7 +340,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 request.reject(Handshake.encodeReject(e.getMessage()));
                 return;
             }
-            if (config.sharedReceiveQueue()) {
+            if (resources(request.device()).fit.sharesReceives()) {
                 if (peer.acceptsCreditGrowth()) {
                     ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
                 } else if (OWN_QUEUE.admit()) {
@@ -400,16 +401,38 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         return reassemblyBudget;
     }
 
-    /** The channel's setup, registering its memory on the transport's accounted view of the device. */
+    /**
+     * The channel's setup, registering its memory on the transport's accounted view of the device, its queue pair
+     * fitted to what the device allows ({@link DeviceFit}). One per connection attempt, on the thread creating the
+     * queue pair.
+     */
     private ConnectionSetup accounted(ConnectionSetup setup) {
         return new ConnectionSetup() {
+            private DeviceFit fit;
+            private QueuePairSpec lastAsked;
+            private String refusal;
+
             @Override
             public QueuePairSpec queuePairSpec(FabricDevice device) throws FabricException {
-                return setup.queuePairSpec(resources(device).accounted);
+                DeviceResources res = resources(device);
+                fit = res.fit;
+                lastAsked = fit.fit(setup.queuePairSpec(res.accounted));
+                return lastAsked;
+            }
+
+            @Override
+            public QueuePairSpec afterRefusal(FabricDevice device, QueuePairSpec refused,
+                                              QueuePairRefusedException why) throws FabricException {
+                refusal = why.getMessage();
+                lastAsked = fit.afterRefusal(refused, why);
+                return lastAsked;
             }
 
             @Override
             public void prepare(QueuePair queuePair) throws FabricException {
+                if (refusal != null) {
+                    fit.accepted(lastAsked.maxInlineData(), refusal);
+                }
                 setup.prepare(queuePair);
             }
         };
@@ -699,6 +722,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private static final class DeviceResources {
         final FabricDevice device;
         final AccountedDevice accounted;
+        /** What this transport asks of the device, fitted to its limits. */
+        final DeviceFit fit;
         final String transportName;
         final TransportConfig config;
         final BufferPool pool;
@@ -713,6 +738,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             this.spinBudget = spinBudget;
             this.device = device;
             this.accounted = new AccountedDevice(device, config.maxRegisteredMemory());
+            this.fit = new DeviceFit(transportName, device, config);
             this.transportName = transportName;
             this.config = config;
             pool = new BufferPool(accounted);

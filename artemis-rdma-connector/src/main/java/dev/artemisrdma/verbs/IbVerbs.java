@@ -57,4 +57,9 @@ final class IbVerbs {
     static native void ibv_ack_async_event(long event);
 
     static native int ibv_modify_qp(long qp, long attr, int attrMask);
+
+    /** Only for {@link InlineProbe}'s throw-away queue pairs: connections' queue pairs come from rdma_create_qp. */
+    static native long ibv_create_qp(long pd, long qpInitAttr);
+
+    static native int ibv_destroy_qp(long qp);
 }

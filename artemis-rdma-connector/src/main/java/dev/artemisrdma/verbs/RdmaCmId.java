@@ -181,6 +181,13 @@ public final class RdmaCmId implements AutoCloseable {
             throw new VerbsException("rdma_create_qp: " + Math.max(wanted.maxSendSge(), wanted.maxRecvSge())
                     + " scatter-gather entries exceed max_sge " + device.maxSge() + " of " + device.name());
         }
+        int inlineAllowed = device.maxInlineData();
+        if (inlineAllowed >= 0 && wanted.maxInlineData() > inlineAllowed) {
+            // what the provider would answer, without asking it: EINVAL, so the transport fits a smaller ask
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL, "for " + describePeer() + " on "
+                    + device.name() + ": " + wanted.maxInlineData() + " inline bytes asked, the device allows "
+                    + inlineAllowed);
+        }
         try (NativeStruct attr = new NativeStruct(Abi.QP_INIT_ATTR_SIZE)) {
             attr.putLong(Abi.QP_INIT_ATTR_SEND_CQ, sendCq.address());
             attr.putLong(Abi.QP_INIT_ATTR_RECV_CQ, recvCq.address());

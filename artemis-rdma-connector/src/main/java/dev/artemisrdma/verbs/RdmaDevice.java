@@ -17,7 +17,11 @@ public final class RdmaDevice implements AutoCloseable {
     private final int maxSrq;
     private final int maxSrqWr;
     private final int transportType;
+    /** Found by {@link InlineProbe} on first ask; {@link #INLINE_NOT_PROBED} until then. */
+    private int maxInlineData = INLINE_NOT_PROBED;
     private boolean closed;
+
+    private static final int INLINE_NOT_PROBED = Integer.MIN_VALUE;
 
     RdmaDevice(long context) throws VerbsException {
         NativeStruct.requireNonNull(context, "ibv_context");
@@ -67,6 +71,24 @@ public final class RdmaDevice implements AutoCloseable {
     }
 
     private static final int IBV_TRANSPORT_IB = 0;
+
+    /** enum ibv_transport_type: 0 InfiniBand (and RoCE), 1 iWARP, 2 and 3 usNIC, 4 unspecified (AWS EFA). */
+    public int transportType() {
+        return transportType;
+    }
+
+    /**
+     * The most inline bytes a reliable-connected queue pair of two send scatter-gather entries accepts here; -1 when
+     * no such queue pair can be created at all. ibv_query_device does not say: the first call asks the device with
+     * throw-away queue pairs ({@link InlineProbe}), later calls answer from memory.
+     */
+    public synchronized int maxInlineData() {
+        checkOpen();
+        if (maxInlineData == INLINE_NOT_PROBED) {
+            maxInlineData = InlineProbe.maxInlineData(this);
+        }
+        return maxInlineData;
+    }
 
     long context() {
         return context;

@@ -44,12 +44,14 @@ final class FakeDevice implements FabricDevice {
     @Override
     public DeviceLimits limits() {
         FakeFabric.Limits limits = fabric.limits;
-        return new DeviceLimits(limits.maxQpWr(), limits.maxSge(), limits.maxCqe(), Integer.MAX_VALUE, 1024);
+        return new DeviceLimits(limits.maxQpWr(), limits.maxSge(), limits.maxCqe(), Integer.MAX_VALUE, 1024,
+                limits.maxSrq(), limits.maxSrqWr(), limits.reportsInline() ? limits.maxInlineData()
+                : DeviceLimits.INLINE_UNKNOWN, limits.transport());
     }
 
     @Override
     public boolean supportsImmediateData() {
-        return !fabric.noImmediateData;
+        return !fabric.noImmediateData && fabric.limits.transport().sendsImmediateData();
     }
 
     @Override
@@ -84,7 +86,11 @@ final class FakeDevice implements FabricDevice {
 
     @Override
     public SharedReceiveQueue createSharedReceiveQueue(int maxReceives) throws FabricException {
-        if (maxReceives < 1 || maxReceives > fabric.limits.maxQpWr()) {
+        if (fabric.limits.maxSrq() == 0) {
+            fabric.violation("ibv_create_srq on a device without shared receive queues");
+            throw new FabricException("ibv_create_srq: not supported by this device (EOPNOTSUPP)");
+        }
+        if (maxReceives < 1 || maxReceives > fabric.limits.maxSrqWr()) {
             throw new FabricException("ibv_create_srq: " + maxReceives + " receives (EINVAL)");
         }
         FakeSrq srq = new FakeSrq(fabric, this, maxReceives);

@@ -33,6 +33,7 @@ import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.DeviceEvent;
 import dev.artemisrdma.transport.fabric.DeviceEventRouter;
 import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.DeviceTransport;
 import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -41,6 +42,7 @@ import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.QueuePairRefusedException;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import dev.artemisrdma.transport.fabric.WcStatus;
@@ -102,10 +104,26 @@ public final class FakeFabric implements Fabric {
     static final int MAX_ACCEPT_DATA = 196;
     static final int MAX_REJECT_DATA = 148;
 
-    /** Device limits; {@code roundUp} rounds queue depths up to a power of two, as rxe and mlx5 do. */
-    public record Limits(int maxQpWr, int maxSge, int maxCqe, int maxInlineData, boolean roundUp) {
+    /**
+     * Device limits; {@code roundUp} rounds queue depths up to a power of two, as rxe and mlx5 do. A queue pair asking
+     * more inline bytes than {@code maxInlineData} is refused with EINVAL, as providers do; {@code reportsInline}
+     * false hides the figure from {@link FabricDevice#limits()} (a device nobody probed), so only refusals tell it.
+     * {@code maxSrq} 0: no shared receive queues. See {@link DeviceProfile} for real devices' limits.
+     */
+    public record Limits(int maxQpWr, int maxSge, int maxCqe, int maxInlineData, boolean roundUp, int maxSrq,
+                         int maxSrqWr, DeviceTransport transport, boolean reportsInline) {
+
+        public Limits(int maxQpWr, int maxSge, int maxCqe, int maxInlineData, boolean roundUp) {
+            this(maxQpWr, maxSge, maxCqe, maxInlineData, roundUp, 1024, maxQpWr, DeviceTransport.INFINIBAND, true);
+        }
+
         public static Limits defaults() {
             return new Limits(16384, 32, 1 << 20, 256, true);
+        }
+
+        /** These limits, the inline figure known only by refusals. */
+        public Limits inlineUnreported() {
+            return new Limits(maxQpWr, maxSge, maxCqe, maxInlineData, roundUp, maxSrq, maxSrqWr, transport, false);
         }
     }
 
@@ -159,6 +177,9 @@ public final class FakeFabric implements Fabric {
     final AtomicInteger establishedByPeer = new AtomicInteger();
     final List<Runnable> heldEstablished = new ArrayList<>();
     volatile boolean noImmediateData;
+    /** Queue pair creates refused for asking more inline bytes than the device allows. */
+    final AtomicInteger refusedInline = new AtomicInteger();
+    private final List<Integer> grantedInline = new CopyOnWriteArrayList<>();
     volatile java.util.function.IntConsumer beforeAcceptPrepare = qpn -> { };
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     /** Queue pairs' local addresses whose completion queues seem empty to their poller ({@link #holdCompletions}). */
@@ -315,6 +336,16 @@ public final class FakeFabric implements Fabric {
             lock.unlock();
         }
         throw new IllegalArgumentException("no queue pair " + qpNumber);
+    }
+
+    /** The inline bytes of every queue pair created so far, in order, as the device granted them. */
+    public List<Integer> grantedInline() {
+        return List.copyOf(grantedInline);
+    }
+
+    /** Queue pair creates this fabric refused so far for asking more inline bytes than its device allows. */
+    public int refusedInlineCreates() {
+        return refusedInline.get();
     }
 
     /**
@@ -610,8 +641,8 @@ public final class FakeFabric implements Fabric {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");
         }
         InetSocketAddress local = new InetSocketAddress(connectFrom, nextPort.incrementAndGet());
-        QueuePairSpec spec = setup.queuePairSpec(device);
-        FakeQp qp = createQp(spec, events, local, remote, options.addressing().retryBudget(options.retryCount()));
+        FakeQp qp = ConnectionSetup.createFitted(setup, device,
+                spec -> createQp(spec, events, local, remote, options.addressing().retryBudget(options.retryCount())));
         qp.incomingRnrRetry = options.rnrRetryCount();
         // prepare hands the queue pair over (ConnectionSetup.prepare): from here on only the channel destroys it, on
         // every outcome; a queue pair it forgets stays live, and tests that count them see the leak
@@ -727,9 +758,18 @@ public final class FakeFabric implements Fabric {
             throw new FabricException("create_qp: foreign completion queue (EINVAL)");
         }
         FakeCq cq = (FakeCq) spec.completionQueue();
+        if (limits.transport() == DeviceTransport.NO_RELIABLE_CONNECTION) {
+            violation("reliable-connected queue pair asked of a device without them");
+            throw new FabricException("create_qp: no reliable-connected queue pairs on this device (EOPNOTSUPP)");
+        }
         if (spec.maxSendWr() > limits.maxQpWr() || spec.maxRecvWr() > limits.maxQpWr()
                 || spec.maxSendSge() > limits.maxSge() || spec.maxRecvSge() > limits.maxSge()) {
-            throw new FabricException("create_qp: " + spec + " exceeds device limits " + limits + " (EINVAL)");
+            throw new QueuePairRefusedException("create_qp: " + spec + " exceeds device limits " + limits
+                    + " (EINVAL)");
+        }
+        if (spec.maxInlineData() > limits.maxInlineData()) {
+            refusedInline.incrementAndGet();
+            throw new QueuePairRefusedException("create_qp: " + spec.maxInlineData() + " inline bytes (EINVAL)");
         }
         FakeSrq srq = null;
         if (spec.sharedReceiveQueue() != null) {
@@ -740,7 +780,7 @@ public final class FakeFabric implements Fabric {
             srq = s;
         }
         QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), srq != null ? 0 : round(spec.maxRecvWr()),
-                spec.maxSendSge(), spec.maxRecvSge(), Math.min(spec.maxInlineData(), limits.maxInlineData()));
+                spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData());
         lock.lock();
         try {
             if (cq.closed) {
@@ -752,6 +792,7 @@ public final class FakeFabric implements Fabric {
                 throw new FabricException("create_qp: shared receive queue destroyed");
             }
             FakeQp qp = new FakeQp(this, nextQpn++, caps, cq, events, local, remote);
+            grantedInline.add(caps.maxInlineData());
             qp.srq = srq;
             if (srq != null) {
                 srq.users.add(qp);

@@ -15,7 +15,6 @@ import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
-import dev.artemisrdma.transport.fabric.QueuePairSpec;
 
 import java.net.InetSocketAddress;
 import java.util.concurrent.locks.Condition;
@@ -79,9 +78,8 @@ final class FakeRequest implements ConnectionRequest {
         if (!undecided()) {
             throw new IllegalStateException("connection request already decided");
         }
-        QueuePairSpec spec = setup.queuePairSpec(fabric.device);
-        FakeQp pqp = fabric.createQp(spec, events, listener.address, active.local,
-                listener.addressing.retryBudget(Addressing.ACCEPTED_RETRY_COUNT));
+        FakeQp pqp = ConnectionSetup.createFitted(setup, fabric.device, spec -> fabric.createQp(spec, events,
+                listener.address, active.local, listener.addressing.retryBudget(Addressing.ACCEPTED_RETRY_COUNT)));
         pqp.incomingRnrRetry = rnrRetryCount;
         pqp.peerPrivateData = privateData.clone();
         pqp.awaitingEstablished = true; // before the peer can send: its first frame may clear it

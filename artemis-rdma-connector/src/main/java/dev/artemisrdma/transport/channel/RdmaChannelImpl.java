@@ -251,10 +251,10 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                     resources.queuePairPending();
                     CompletionQueue queue = resources.loop().completionQueue();
                     if (shared.shares()) {
-                        return new QueuePairSpec(queue, config.sendQueueDepth(), 1, 2, 1, config.maxInlineData(),
+                        return new QueuePairSpec(queue, config.sendQueueDepth(), 1, 2, 1, config.inlineWanted(),
                                 shared.queue());
                     }
-                    return new QueuePairSpec(queue, config.sendQueueDepth(), slots, 2, 1, config.maxInlineData());
+                    return new QueuePairSpec(queue, config.sendQueueDepth(), slots, 2, 1, config.inlineWanted());
                 } finally {
                     lock.unlock();
                 }

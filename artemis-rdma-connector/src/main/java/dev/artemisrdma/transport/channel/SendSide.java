@@ -136,7 +136,8 @@ final class SendSide {
         ring = new SendRing(budget, config.signalInterval());
         sendList = new SendList(budget, 2 * budget);
         inlineDone = new PooledBuffer[budget];
-        inlineLimit = config.maxInlineData() == 0 ? 0 : Math.min(config.maxInlineData(), caps.maxInlineData());
+        // the queue pair's own figure: the transport fitted the ask to the device, which may have granted more
+        inlineLimit = Math.min(config.inlineWanted(), caps.maxInlineData());
         deviceSendsImmediate = queuePair.device().supportsImmediateData();
         DeviceLimits limits = queuePair.device().limits();
         pathMtu = limits == null ? 0 : limits.activeMtu();

@@ -21,7 +21,10 @@ import dev.artemisrdma.transport.fabric.Addressing;
  *                               a one-way sender at its last credit would wait forever
  * @param sendQueueDepth         send work requests outstanding per connection at most (the send budget)
  * @param signalInterval         at most this many sends in a row go unsignaled
- * @param maxInlineData          inline bytes asked of the queue pair; 0 disables inline sends
+ * @param maxInlineData          inline bytes asked of the queue pair; 0 disables inline sends; {@link #INLINE_FITTED}
+ *                               (unset, or {@code auto}): up to {@value #FITTED_INLINE_CEILING}, fitted down to what
+ *                               the device allows. A number is asked as it is: a device that allows fewer inline
+ *                               bytes refuses the connection, naming its limit
  * @param writeHighWaterMark     queued bytes above which a channel reports itself not writable
  * @param busyPollMicros         the longest a completion loop spins (busy-polls) before it blocks; 0 = never spin,
  *                               whatever busyPollMode says
@@ -100,6 +103,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
 
     /** The most unfinished handshakes a transport may be told to hold. */
     public static final int MAX_PENDING_CONNECTIONS = 65_536;
+    /** maxInlineData unset: as many inline bytes as the device allows, up to {@link #FITTED_INLINE_CEILING}. */
+    public static final int INLINE_FITTED = -1;
+    /** The most inline bytes a fitted maxInlineData asks for. */
+    public static final int FITTED_INLINE_CEILING = 256;
     /** The smallest receive slot: a frame header plus a useful payload. */
     public static final int MIN_SLOT_SIZE = 256;
     /** Credits travel in a 16-bit header field. */
@@ -136,7 +143,9 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         range("creditThreshold", creditThreshold, 1, receiveSlots);
         range("sendQueueDepth", sendQueueDepth, 1, 1 << 16);
         range("signalInterval", signalInterval, 1, sendQueueDepth);
-        range("maxInlineData", maxInlineData, 0, 4096);
+        if (maxInlineData != INLINE_FITTED && (maxInlineData < 0 || maxInlineData > 4096)) {
+            throw new IllegalArgumentException("maxInlineData: must be 0..4096 or auto, got " + maxInlineData);
+        }
         range("writeHighWaterMark", writeHighWaterMark, 1, Long.MAX_VALUE);
         range("busyPollMicros", busyPollMicros, 0, 10_000_000);
         if (busyPollMode == null) {
@@ -357,6 +366,16 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         return new Builder();
     }
 
+    /** Whether maxInlineData is left to the device: {@link #INLINE_FITTED}. */
+    public boolean inlineFitted() {
+        return maxInlineData == INLINE_FITTED;
+    }
+
+    /** The inline bytes to ask of a queue pair before fitting: maxInlineData, or its ceiling when fitted. */
+    public int inlineWanted() {
+        return inlineFitted() ? FITTED_INLINE_CEILING : maxInlineData;
+    }
+
     /** A builder starting from this configuration. */
     public Builder toBuilder() {
         Builder b = new Builder();
@@ -426,7 +445,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "creditThreshold": b.creditThreshold = toInt(key, v, false); break;
                 case "sendQueueDepth": b.sendQueueDepth = toInt(key, v, false); break;
                 case "signalInterval": b.signalInterval = toInt(key, v, false); break;
-                case "maxInlineData": b.maxInlineData = toInt(key, v, true); break;
+                case "maxInlineData": b.maxInlineData = toInline(key, v); break;
                 case "writeHighWaterMark": b.writeHighWaterMark = toLong(key, v, true); break;
                 case "busyPollMicros": b.busyPollMicros = toLong(key, v, false); break;
                 case "busyPollMode": b.busyPollMode = BusyPollMode.parse(key, v); break;
@@ -456,6 +475,18 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             }
         }
         return b.build();
+    }
+
+    /** {@code auto}: {@link #INLINE_FITTED}; otherwise a size of 0..4096 (a negative one is not auto). */
+    private static int toInline(String key, Object v) {
+        if ("auto".equalsIgnoreCase(String.valueOf(v).trim())) {
+            return INLINE_FITTED;
+        }
+        int n = toInt(key, v, true);
+        if (n < 0) {
+            throw new IllegalArgumentException(key + ": must be 0..4096 or auto, got " + v);
+        }
+        return n;
     }
 
     /** Unset, the credit threshold is a quarter of the receive slots. */
@@ -628,7 +659,7 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Integer creditThreshold;
         private int sendQueueDepth = 128;
         private Integer signalInterval;
-        private int maxInlineData = 256;
+        private int maxInlineData = INLINE_FITTED;
         private long writeHighWaterMark = 4 << 20;
         private long busyPollMicros = 50;
         private BusyPollMode busyPollMode = BusyPollMode.ADAPTIVE;

@@ -26,4 +26,10 @@ public record QueuePairSpec(CompletionQueue completionQueue, int maxSendWr, int 
                     + maxSendSge + "/" + maxRecvSge + "/" + maxInlineData);
         }
     }
+
+    /** The same ask with {@code inline} bytes of inline data. */
+    public QueuePairSpec withMaxInlineData(int inline) {
+        return new QueuePairSpec(completionQueue, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, inline,
+                sharedReceiveQueue);
+    }
 }

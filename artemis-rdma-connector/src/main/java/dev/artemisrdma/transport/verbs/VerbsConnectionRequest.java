@@ -69,7 +69,8 @@ final class VerbsConnectionRequest implements ConnectionRequest {
         VerbsQueuePair qp = null;
         boolean handedOver = false;
         try {
-            qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), privateData, events);
+            qp = ConnectionSetup.createFitted(setup, device,
+                    spec -> new VerbsQueuePair(fabric, id, device, spec, privateData, events));
             fabric.route(id.address(), qp::onEvent);
             fabric.own(qp);
             fabric.track(qp, qp.portNumber(), addressing.retryBudget(Addressing.ACCEPTED_RETRY_COUNT));

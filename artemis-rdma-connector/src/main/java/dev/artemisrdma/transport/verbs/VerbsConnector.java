@@ -160,7 +160,8 @@ final class VerbsConnector {
                 }
                 case ROUTE_RESOLVED -> {
                     VerbsDevice device = fabric.deviceOf(id);
-                    qp = new VerbsQueuePair(fabric, id, device, setup.queuePairSpec(device), null, events);
+                    qp = ConnectionSetup.createFitted(setup, device,
+                            spec -> new VerbsQueuePair(fabric, id, device, spec, null, events));
                     setup.prepare(qp);
                     id.connect(options.privateData(), options.retryCount(), options.rnrRetryCount());
                 }

@@ -3,6 +3,7 @@ package dev.artemisrdma.transport.verbs;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.DeviceLimits;
+import dev.artemisrdma.transport.fabric.DeviceTransport;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.PartialPostException;
@@ -29,7 +30,8 @@ final class VerbsDevice implements FabricDevice {
     VerbsDevice(RdmaDevice device) {
         this.device = device;
         this.limits = new DeviceLimits(device.maxQpWr(), device.maxSge(), device.maxCqe(), device.maxMrSize(),
-                device.activeMtu());
+                device.activeMtu(), device.maxSrq(), device.maxSrqWr(), Math.max(DeviceLimits.INLINE_UNKNOWN,
+                device.maxInlineData()), DeviceTransport.ofVerbs(device.transportType()));
     }
 
     RdmaDevice rdmaDevice() {

@@ -7,6 +7,7 @@ import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
+import dev.artemisrdma.transport.fabric.QueuePairRefusedException;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.RecvList;
@@ -47,6 +48,7 @@ final class VerbsQueuePair implements QueuePair {
     private final InetSocketAddress peer;
     private volatile byte[] peerPrivateData;
     private volatile QueuePairEvents events;
+    private static final int EINVAL = 22;
     private boolean disconnected;
     /** Receives come from a shared receive queue: none may be posted here. */
     private final boolean sharedReceives;
@@ -78,6 +80,9 @@ final class VerbsQueuePair implements QueuePair {
                     spec.maxSendWr(), spec.maxRecvWr(), spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData()),
                     srq);
         } catch (VerbsException e) {
+            if (e.errno() == EINVAL) {
+                throw new QueuePairRefusedException(e.getMessage(), e); // sizes the provider does not allow
+            }
             throw new FabricException(e.getMessage(), e);
         }
         QueuePairCapabilities got = qp.capabilities();

@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -19,7 +20,8 @@ class TransportConfigTest {
         assertEquals(16, c.creditThreshold());
         assertEquals(128, c.sendQueueDepth());
         assertEquals(16, c.signalInterval());
-        assertEquals(256, c.maxInlineData());
+        assertEquals(TransportConfig.INLINE_FITTED, c.maxInlineData(), "unset: fitted to the device");
+        assertEquals(256, c.inlineWanted(), "up to 256");
         assertEquals(4 << 20, c.writeHighWaterMark());
         assertEquals(50, c.busyPollMicros());
         assertEquals(TransportConfig.BusyPollMode.ADAPTIVE, c.busyPollMode());
@@ -51,6 +53,20 @@ class TransportConfigTest {
         }
         assertEquals(12, TransportConfig.fromMap(Map.of("ackTimeout", 12)).ackTimeout());
         assertTrue(TransportConfig.KEYS.contains("ackTimeout"));
+    }
+
+    @Test
+    void maxInlineDataIsAutoOrABoundedNumber() {
+        assertTrue(TransportConfig.fromMap(Map.of("maxInlineData", "auto")).inlineFitted());
+        TransportConfig sixtyFour = TransportConfig.fromMap(Map.of("maxInlineData", "64"));
+        assertEquals(64, sixtyFour.inlineWanted());
+        assertFalse(sixtyFour.inlineFitted(), "a number is the user's: refused where the device cannot meet it");
+        assertEquals(0, TransportConfig.fromMap(Map.of("maxInlineData", 0)).inlineWanted());
+        for (String bad : new String[] {"-1", "4097", "lots"}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> TransportConfig.fromMap(Map.of("maxInlineData", bad)));
+            assertTrue(e.getMessage().startsWith("maxInlineData"), e.getMessage());
+        }
     }
 
     @Test

@@ -25,6 +25,7 @@ import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.DeviceLimits;
+import dev.artemisrdma.transport.fabric.DeviceTransport;
 import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -401,7 +402,8 @@ public final class MemoryFabric implements Fabric {
 
         @Override
         public DeviceLimits limits() {
-            return new DeviceLimits(MAX_QP_WR, MAX_SGE, MAX_CQE, Integer.MAX_VALUE, MTU);
+            return new DeviceLimits(MAX_QP_WR, MAX_SGE, MAX_CQE, Integer.MAX_VALUE, MTU, 1024, MAX_QP_WR, MAX_INLINE,
+                    DeviceTransport.INFINIBAND);
         }
 
         @Override
