@@ -63,12 +63,19 @@ public final class RdmaParameters {
      */
     public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
-    static final Set<String> CONNECTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME, MASK_PASSWORD,
-            PASSWORD_CODEC));
+    static final Set<String> CONNECTOR_KEYS = without(keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME,
+            MASK_PASSWORD, PASSWORD_CODEC)), TransportConfig.LISTENER_KEYS);
     static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, CONNECTIONS_ALLOWED,
             PROTOCOLS, SCHEME, CLUSTER_CONNECTION, MASK_PASSWORD, PASSWORD_CODEC));
 
     private RdmaParameters() {
+    }
+
+    /** {@code keys} less {@code listenerOnly}: who may connect means nothing to a connecting side. */
+    private static Set<String> without(Set<String> keys, Set<String> listenerOnly) {
+        Set<String> left = new TreeSet<>(keys);
+        left.removeAll(listenerOnly);
+        return Set.copyOf(left);
     }
 
     private static Set<String> keys(List<String> own) {

@@ -1,13 +1,13 @@
 package dev.artemisrdma.transport;
 
-import java.net.InetAddress;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The connections a transport accepted whose handshake has not finished yet, capped in total
- * ({@code maxPendingConnections}) and per source address ({@code maxPendingConnectionsPerSource}) (issue 23 item 4).
+ * ({@code maxPendingConnections}) and per source ({@code maxPendingConnectionsPerSource}, a {@link SourceKey}: an IPv6
+ * host's prefix, not each of its addresses) (issue 23 item 4).
  * Each holds a queue pair, its receive memory and a loop slot until it is established or its
  * {@code handshakeTimeout} passes; without a cap, one host opening connections it never finishes would hold them by
  * the thousand and take from everyone else. With the caps, such a host holds at most its share, for at most the
@@ -20,7 +20,7 @@ final class HandshakeBacklog {
     private final int max;
     private final int maxPerSource;
     private int total;
-    private final Map<InetAddress, Integer> bySource = new HashMap<>();
+    private final Map<SourceKey, Integer> bySource = new HashMap<>();
 
     HandshakeBacklog(int max, int maxPerSource) {
         this.max = max;
@@ -28,7 +28,7 @@ final class HandshakeBacklog {
     }
 
     /** A place for a handshake from {@code source}, or null (with {@link #refusal} saying why). */
-    synchronized Place tryAdmit(InetAddress source) {
+    synchronized Place tryAdmit(SourceKey source) {
         if (total >= max || bySource.getOrDefault(source, 0) >= maxPerSource) {
             return null;
         }
@@ -38,15 +38,15 @@ final class HandshakeBacklog {
     }
 
     /** Why {@code source} was refused a place: the cap it reached, with its key. */
-    synchronized String refusal(InetAddress source) {
+    synchronized String refusal(SourceKey source) {
         if (bySource.getOrDefault(source, 0) >= maxPerSource) {
-            return "too many unfinished connections from " + source.getHostAddress() + " ("
+            return "too many unfinished connections from " + source + " ("
                     + maxPerSource + ", maxPendingConnectionsPerSource): finish or close them first";
         }
         return "too many unfinished connections (" + max + ", maxPendingConnections): retry later";
     }
 
-    private synchronized void free(InetAddress source) {
+    private synchronized void free(SourceKey source) {
         total--;
         bySource.computeIfPresent(source, (k, n) -> n == 1 ? null : n - 1);
     }
@@ -54,10 +54,10 @@ final class HandshakeBacklog {
     /** One handshake's place: given back once, by whichever ends the handshake first. */
     final class Place implements Runnable {
 
-        private final InetAddress source;
+        private final SourceKey source;
         private final AtomicBoolean held = new AtomicBoolean(true);
 
-        private Place(InetAddress source) {
+        private Place(SourceKey source) {
             this.source = source;
         }
 

@@ -62,6 +62,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaTransport.class);
     // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
     private static final LogLimiter REJECTED = LogLimiter.site(LOG, Level.WARN, "rejected connections");
+    private static final LogLimiter NOT_ALLOWED = LogLimiter.site(LOG, Level.WARN,
+            "connections refused: source not among allowedSources");
     private static final LogLimiter OWN_QUEUE = LogLimiter.site(LOG, Level.INFO,
             "connections that keep their own receive queue");
     private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN,
@@ -85,6 +87,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final ReassemblyBudget reassemblyBudget;
     /** Accepted connections whose handshake has not finished: capped in total and per source. */
     private final HandshakeBacklog backlog;
+    /** Connections per source on this transport's acceptors (maxConnectionsPerSource), and each one's place. */
+    private final SourceConnections sourceConnections;
+    private final Map<RdmaChannel, SourceConnections.Place> sourcePlaces = new ConcurrentHashMap<>();
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
     /** What all completion loops of this transport may spin together. */
@@ -99,6 +104,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
         this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
         this.backlog = new HandshakeBacklog(config.maxPendingConnections(), config.maxPendingConnectionsPerSource());
+        this.sourceConnections = new SourceConnections(config.maxConnectionsPerSource());
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
             Thread thread = new Thread(r, name + "-timer");
             thread.setDaemon(true);
@@ -209,7 +215,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);
-        LOG.info("{}: listening on {}", name, describe(listener.localAddress()));
+        LOG.info("{}: listening on {} (sources: {}, at most {} connections each)", name,
+                describe(listener.localAddress()), config.allowedSources(), config.maxConnectionsPerSource());
         return server;
     }
 
@@ -290,6 +297,16 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor) {
         InetSocketAddress peerAddress = request.peerAddress();
+        if (!config.allowedSources().allows(peerAddress.getAddress())) {
+            // before anything else: a source that may not connect costs a reject, nothing more
+            if (NOT_ALLOWED.admit()) {
+                LOG.warn("{}: rejected connection from {} to {}: not among allowedSources {}", name,
+                        describe(peerAddress), describe(request.localAddress()), config.allowedSources());
+            }
+            request.reject(Handshake.encodeReject("source " + peerAddress.getAddress().getHostAddress()
+                    + " is not among the acceptor's allowedSources"));
+            return;
+        }
         Handshake.Params peer;
         try {
             peer = Handshake.decodeConnect(request.privateData());
@@ -319,16 +336,30 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             return;
         }
         // an unfinished handshake holds a queue pair, memory and a loop slot: capped in total and per source
-        HandshakeBacklog.Place place = backlog.tryAdmit(peerAddress.getAddress());
+        SourceKey source = SourceKey.of(peerAddress.getAddress(), config.ipv4SourcePrefix(),
+                config.ipv6SourcePrefix());
+        HandshakeBacklog.Place place = backlog.tryAdmit(source);
         if (place == null) {
-            String why = backlog.refusal(peerAddress.getAddress());
+            String why = backlog.refusal(source);
             if (REJECTED.admit()) {
                 LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
             }
             request.reject(Handshake.encodeReject(why));
             return;
         }
+        // every connection a source holds, pending or established, is capped too
+        SourceConnections.Place slot = sourceConnections.tryAdmit(source);
+        if (slot == null) {
+            String why = sourceConnections.refusal(source);
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
+            }
+            request.reject(Handshake.encodeReject(why));
+            place.run();
+            return;
+        }
         boolean handedOver = false;
+        boolean slotHandedOver = false;
         try {
             RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
             try {
@@ -362,6 +393,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             // the application's side of the connection (for Artemis, its Connection) is made only once the peer
             // finished connecting: an unfinished handshake costs it nothing
             ch.createHandlerOnEstablished(acceptor::onAccepted);
+            sourcePlaces.put(ch, slot); // given back when the channel is gone (channelClosed)
+            slotHandedOver = true;
             channels.add(ch);
             HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
                     place);
@@ -391,6 +424,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         } finally {
             if (!handedOver) {
                 place.run();
+            }
+            if (!slotHandedOver) {
+                slot.run();
             }
         }
     }
@@ -579,6 +615,10 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     @Override
     public void channelClosed(RdmaChannel channel) {
         channels.remove(channel);
+        Runnable slot = sourcePlaces.remove(channel);
+        if (slot != null) {
+            slot.run();
+        }
     }
 
     private void checkOpen() throws FabricException {

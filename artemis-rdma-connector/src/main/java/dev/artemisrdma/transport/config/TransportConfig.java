@@ -85,8 +85,16 @@ import dev.artemisrdma.transport.fabric.Addressing;
  *                               ({@value #SHARED_MIN_CREDITS}), at most the pool
  * @param maxPendingConnections  accepted connections whose handshake has not finished, at most, per transport: a
  *                               request beyond it is refused at once, naming the key
- * @param maxPendingConnectionsPerSource the same, per source address: one host that opens connections and never
- *                               finishes them holds at most this many, for at most handshakeTimeout
+ * @param maxPendingConnectionsPerSource the same, per source (see ipv6SourcePrefix): one host that opens
+ *                               connections and never finishes them holds at most this many, for at most
+ *                               handshakeTimeout
+ * @param allowedSources         the source networks an acceptor admits; {@link SourceNetworks#ANY} (unset): all
+ * @param maxConnectionsPerSource connections one source may hold on an acceptor at once, pending or established: a
+ *                               request beyond it is refused naming the key, so that one host cannot take the
+ *                               registered memory or the completion loops meant for everyone
+ * @param ipv4SourcePrefix       the prefix of an IPv4 peer's address that the per-source limits count as one source
+ * @param ipv6SourcePrefix       the same for IPv6 (64: a host's addresses of one prefix, RoCE GIDs among them, are one
+ *                               source)
  */
 public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, int creditThreshold,
                               int sendQueueDepth, int signalInterval, int maxInlineData, long writeHighWaterMark,
@@ -99,8 +107,11 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                               String device, int tos, boolean sharedReceiveQueue, int sharedReceiveSlots,
                               long maxQueuedBytesPerConnection, Duration unwritableTimeout,
                               int sharedReceiveReserve, int maxPendingConnections,
-                              int maxPendingConnectionsPerSource) {
+                              int maxPendingConnectionsPerSource, SourceNetworks allowedSources,
+                              int maxConnectionsPerSource, int ipv4SourcePrefix, int ipv6SourcePrefix) {
 
+    /** The most connections one source may be allowed to hold. */
+    public static final int MAX_CONNECTIONS_PER_SOURCE = 1 << 20;
     /** The most unfinished handshakes a transport may be told to hold. */
     public static final int MAX_PENDING_CONNECTIONS = 65_536;
     /** maxInlineData unset: as many inline bytes as the device allows, up to {@link #FITTED_INLINE_CEILING}. */
@@ -127,6 +138,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
     /** The longest timeout: timeouts become nanoseconds added to clock readings, which must not overflow. */
     public static final Duration MAX_TIMEOUT = Duration.ofDays(365);
 
+    /** Keys that only a listening side reads: who may connect, and how many connections one source may hold. */
+    public static final Set<String> LISTENER_KEYS = Set.of("allowedSources", "maxConnectionsPerSource",
+            "ipv4SourcePrefix", "ipv6SourcePrefix");
+
     public static final Set<String> KEYS = Set.of("receiveSlots", "slotSize", "maxFrameSize", "creditThreshold",
             "sendQueueDepth", "signalInterval", "maxInlineData", "writeHighWaterMark", "busyPollMicros",
             "busyPollMode", "completionThreads", "completionQueueEntries", "rnrRetryCount", "retryCount",
@@ -134,7 +149,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
             "maxReassemblyBytes", "reassemblyMemory", "reassemblyTimeout", "closeTimeout",
             "handshakeTimeout", "maxRegisteredMemory", "maxCompletionLoops",
             "device", "tos", "sharedReceiveQueue", "sharedReceiveSlots", "maxQueuedBytesPerConnection",
-            "unwritableTimeout", "sharedReceiveReserve", "maxPendingConnections", "maxPendingConnectionsPerSource");
+            "unwritableTimeout", "sharedReceiveReserve", "maxPendingConnections", "maxPendingConnectionsPerSource",
+            "allowedSources", "maxConnectionsPerSource", "ipv4SourcePrefix", "ipv6SourcePrefix");
 
     public TransportConfig {
         range("receiveSlots", receiveSlots, 1, MAX_RECEIVE_SLOTS);
@@ -213,6 +229,12 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         }
         range("sharedReceiveReserve", sharedReceiveReserve, 0, sharedReceiveSlots);
         range("maxPendingConnections", maxPendingConnections, 1, MAX_PENDING_CONNECTIONS);
+        if (allowedSources == null) {
+            throw new IllegalArgumentException("allowedSources: must be set (SourceNetworks.ANY admits every source)");
+        }
+        range("maxConnectionsPerSource", maxConnectionsPerSource, 1, MAX_CONNECTIONS_PER_SOURCE);
+        range("ipv4SourcePrefix", ipv4SourcePrefix, 8, 32);
+        range("ipv6SourcePrefix", ipv6SourcePrefix, 16, 128);
         range("maxPendingConnectionsPerSource", maxPendingConnectionsPerSource, 1, maxPendingConnections);
     }
 
@@ -416,6 +438,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 : sharedReceiveReserve;
         b.maxPendingConnections = maxPendingConnections;
         b.maxPendingConnectionsPerSource = maxPendingConnectionsPerSource;
+        b.allowedSources = allowedSources;
+        b.maxConnectionsPerSource = maxConnectionsPerSource;
+        b.ipv4SourcePrefix = ipv4SourcePrefix;
+        b.ipv6SourcePrefix = ipv6SourcePrefix;
         return b;
     }
 
@@ -471,6 +497,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                 case "sharedReceiveReserve": b.sharedReceiveReserve = toInt(key, v, false); break;
                 case "maxPendingConnections": b.maxPendingConnections = toInt(key, v, false); break;
                 case "maxPendingConnectionsPerSource": b.maxPendingConnectionsPerSource = toInt(key, v, false); break;
+                case "allowedSources": b.allowedSources = SourceNetworks.parse(key, String.valueOf(v)); break;
+                case "maxConnectionsPerSource": b.maxConnectionsPerSource = toInt(key, v, false); break;
+                case "ipv4SourcePrefix": b.ipv4SourcePrefix = toInt(key, v, false); break;
+                case "ipv6SourcePrefix": b.ipv6SourcePrefix = toInt(key, v, false); break;
                 default: throw new AssertionError(key);
             }
         }
@@ -685,6 +715,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         private Integer sharedReceiveReserve;
         private int maxPendingConnections = 512;
         private int maxPendingConnectionsPerSource = 64;
+        private SourceNetworks allowedSources = SourceNetworks.ANY;
+        private int maxConnectionsPerSource = 512;
+        private int ipv4SourcePrefix = 32;
+        private int ipv6SourcePrefix = 64;
 
         private Builder() {
         }
@@ -721,6 +755,10 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
         public Builder sharedReceiveReserve(int v) { sharedReceiveReserve = v; return this; }
         public Builder maxPendingConnections(int v) { maxPendingConnections = v; return this; }
         public Builder maxPendingConnectionsPerSource(int v) { maxPendingConnectionsPerSource = v; return this; }
+        public Builder allowedSources(SourceNetworks v) { allowedSources = v; return this; }
+        public Builder maxConnectionsPerSource(int v) { maxConnectionsPerSource = v; return this; }
+        public Builder ipv4SourcePrefix(int v) { ipv4SourcePrefix = v; return this; }
+        public Builder ipv6SourcePrefix(int v) { ipv6SourcePrefix = v; return this; }
 
         public TransportConfig build() {
             int threshold = creditThreshold != null ? creditThreshold : defaultCreditThreshold(receiveSlots);
@@ -737,7 +775,8 @@ public record TransportConfig(int receiveSlots, int slotSize, int maxFrameSize, 
                             : defaultMaxQueuedBytesPerConnection(writeHighWaterMark, maxFrameSize),
                     unwritableTimeout,
                     sharedReceiveReserve != null ? sharedReceiveReserve : defaultSharedReceiveReserve(pool),
-                    maxPendingConnections, maxPendingConnectionsPerSource);
+                    maxPendingConnections, maxPendingConnectionsPerSource, allowedSources, maxConnectionsPerSource,
+                    ipv4SourcePrefix, ipv6SourcePrefix);
         }
     }
 }

@@ -70,6 +70,32 @@ class TransportConfigTest {
     }
 
     @Test
+    void allowedSourcesAreLiteralCidrBlocksCheckedAsTheyAreParsed() throws Exception {
+        SourceNetworks nets = TransportConfig.fromMap(Map.of("allowedSources", "10.0.0.0/8, fd00:a::/32 192.168.1.7"))
+                .allowedSources();
+        assertEquals("10.0.0.0/8,fd00:a:0:0:0:0:0:0/32,192.168.1.7/32", nets.toString());
+        assertTrue(nets.allows(java.net.InetAddress.getByName("10.200.3.4")));
+        assertTrue(nets.allows(java.net.InetAddress.getByName("fd00:a:ffff::1")));
+        assertTrue(nets.allows(java.net.InetAddress.getByName("192.168.1.7")));
+        assertFalse(nets.allows(java.net.InetAddress.getByName("192.168.1.8")));
+        assertFalse(nets.allows(java.net.InetAddress.getByName("fd00:b::1")));
+        assertTrue(TransportConfig.defaults().allowedSources().isAny(), "unset: every source");
+        String[][] bad = {{"10.1.2.3/8", "host bits set beyond /8; did you mean 10.0.0.0/8?"},
+            {"broker.example.com", "is not an IPv4 or IPv6 address or CIDR block (host names are not accepted)"},
+            {"10.0.0.0/33", "the prefix length must be 0..32"}, {" , ", "names no network"},
+            {"fd00::/129", "the prefix length must be 0..128"}};
+        for (String[] b : bad) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> TransportConfig.fromMap(Map.of("allowedSources", b[0])));
+            assertTrue(e.getMessage().startsWith("allowedSources: ") && e.getMessage().contains(b[1]),
+                    e.getMessage());
+        }
+        assertThrows(IllegalArgumentException.class,
+                () -> TransportConfig.fromMap(Map.of("ipv6SourcePrefix", "8")));
+        assertEquals(512, TransportConfig.defaults().maxConnectionsPerSource());
+    }
+
+    @Test
     void ackTimeoutOutOfRangeIsRefusedNamingTheKey() {
         for (Object bad : new Object[] {"0", 32, "-1", 255}) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,

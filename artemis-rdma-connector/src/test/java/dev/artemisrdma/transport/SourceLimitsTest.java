@@ -1,0 +1,166 @@
+package dev.artemisrdma.transport;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.InetAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.SourceNetworks;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+
+/**
+ * Who may connect and how much one source may hold (issue 37): {@code allowedSources} refuses a request from
+ * elsewhere before anything is allocated; {@code maxConnectionsPerSource} caps what one source holds, pending or
+ * established, while other sources get in; and an IPv6 host is one source per /64 (ipv6SourcePrefix), for that cap
+ * and for {@code maxPendingConnectionsPerSource} alike, so it cannot be many sources by taking many addresses.
+ */
+class SourceLimitsTest {
+
+    private static TransportConfig.Builder small() {
+        return TransportConfig.builder().receiveSlots(8).slotSize(4096).sendQueueDepth(16).maxFrameSize(64 << 10)
+                .sharedReceiveQueue(false);
+    }
+
+    private static InetAddress address(String literal) throws Exception {
+        return InetAddress.getByName(literal);
+    }
+
+    @Test
+    void aSourceOutsideAllowedSourcesIsRefusedBeforeAnythingIsAllocated() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().allowedSources(SourceNetworks.parse("allowedSources",
+                "10.77.0.0/24, fd00:77::/32")).build();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, small().build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.connectFrom(address("10.78.0.5"));
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("source 10.78.0.5 is not among the acceptor's allowedSources"),
+                    refused.getMessage());
+            assertEquals(0, serverTransport.channelCount(), "nothing was made for it");
+            assertEquals(0, serverTransport.registeredBytes(), "no memory was registered for it");
+            fabric.connectFrom(address("fd00:78::1"));
+            assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+
+            for (String allowed : new String[] {"10.77.0.2", "10.77.0.254", "fd00:77:1::9"}) {
+                fabric.connectFrom(address(allowed));
+                RdmaChannel ch = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
+                assertTrue(ch.isOpen(), allowed);
+                ch.close();
+            }
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    @Test
+    void oneSourceHoldsAtMostMaxConnectionsPerSourceAndOthersStillGetIn() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().maxConnectionsPerSource(3).build();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, small().build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.connectFrom(address("10.77.0.2"));
+            List<RdmaChannel> held = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            }
+            long registered = serverTransport.registeredBytes();
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("too many connections from 10.77.0.2 (3, "
+                    + "maxConnectionsPerSource)"), refused.getMessage());
+            assertEquals(3, serverTransport.channelCount());
+            assertEquals(registered, serverTransport.registeredBytes(), "the refused request cost no memory");
+
+            fabric.connectFrom(address("10.77.0.3")); // another host is served meanwhile
+            clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+
+            fabric.connectFrom(address("10.77.0.2"));
+            held.remove(0).close(); // a closed connection gives its place back
+            Peers.await("the closed channel gone", 5000, () -> serverTransport.channelCount() == 2);
+            held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            for (RdmaChannel ch : held) {
+                ch.close();
+            }
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    @Test
+    void anIpv6HostIsOneSourcePerPrefixNotOnePerAddress() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().maxConnectionsPerSource(2).build(); // ipv6SourcePrefix 64
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, small().build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            List<RdmaChannel> held = new ArrayList<>();
+            for (String a : new String[] {"fd00:1:2:3::1", "fd00:1:2:3:a:b:c:d"}) {
+                fabric.connectFrom(address(a));
+                held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            }
+            fabric.connectFrom(address("fd00:1:2:3::77")); // a third address of the same /64
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("too many connections from fd00:1:2:3:0:0:0:0/64"),
+                    refused.getMessage());
+            fabric.connectFrom(address("fd00:1:2:4::1")); // the next /64 is another source
+            held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            for (RdmaChannel ch : held) {
+                ch.close();
+            }
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    @Test
+    void unfinishedHandshakesAreCountedPerPrefixToo() throws Exception {
+        // issue 37 hole 3: keyed by exact address, 8 addresses x 64 filled maxPendingConnections for everyone
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(8)
+                .maxPendingConnectionsPerSource(2).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(5)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            for (int i = 1; i <= 2; i++) {
+                fabric.connectFrom(address("fd00:9::" + i));
+                Thread t = new Thread(() -> assertThrows(FabricException.class,
+                        () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
+                t.start();
+                stalled.add(t);
+                int pending = i;
+                Peers.await("request " + i + " accepted", 5000, () -> serverTransport.channelCount() == pending);
+            }
+            fabric.connectFrom(address("fd00:9::3"));
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("too many unfinished connections from fd00:9:0:0:0:0:0:0/64 (2, "
+                    + "maxPendingConnectionsPerSource)"), refused.getMessage());
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+}
