@@ -7,6 +7,7 @@
 # The control share (/run/lab-ctl) holds, written by the host:
 #   config  bash assignments: RESULTS, PROJECT (absolute paths), ROLE ("" for the
 #           one-guest lab; a or b for the two hosts of `rdma-lab run --hosts 2`),
+#           FABRIC (rxe, siw or both: `rdma-lab run --fabric`; rxe when unset),
 #           OVERLAYS (array of absolute paths to make writable with a tmpfs-backed overlay)
 #   argv    the command, NUL-separated
 #   env     the command's environment, NUL-separated NAME=VALUE entries
@@ -103,13 +104,32 @@ mark "soft-roce"
 # Modules do not auto-load here; crc32_generic first or rxe fails to init crc32.
 modprobe crc32_generic || fail "modprobe crc32_generic failed (is /lib/modules/$(uname -r) there?)"
 
+FABRIC=${FABRIC:-rxe}
+case $FABRIC in rxe|siw|both) ;; *) fail "unknown fabric '$FABRIC' (rxe, siw or both)" ;; esac
+# the fabric's RDMA modules: Soft-RoCE (rdma_rxe) and/or soft-iWARP (siw, built out of tree by rdma-lab setup)
+# (with siw also tcp_diag: siw carries its queue pairs over kernel TCP sockets, and `ss -tin` needs the socket diag
+# modules to show them with their byte counts; without them ss falls back to /proc/net/tcp, without bytes)
+case $FABRIC in rxe) RDMA_MODS="rdma_rxe" ;; siw) RDMA_MODS="siw tcp_diag" ;; both) RDMA_MODS="rdma_rxe siw tcp_diag" ;; esac
+has_rxe() { [ "$FABRIC" != siw ]; }
+has_siw() { [ "$FABRIC" != rxe ]; }
+# siw_links NETDEV...: soft-iWARP devices siw0, siw1, ... on those netdevs (siw runs each queue pair over a kernel
+# TCP socket)
+siw_links() {
+    local i=0 dev
+    for dev in "$@"; do
+        rdma link add "siw$i" type siw netdev "$dev" || fail "rdma link add siw$i type siw netdev $dev failed"
+        i=$((i + 1))
+    done
+}
+
 # one_guest: two rxe devices over the two ends of a veth pair, in one kernel (rdma_cm loops every connection back
 # inside the device that owns the destination address: nothing crosses the veth)
 one_guest() {
     # --- Soft-RoCE: two rxe devices over the two ends of a veth pair -----------
     # Jumbo frames, as RoCE fabrics are usually run: rxe then reports an active MTU of 4096 instead of 1024, so a
     # 1 KiB message plus any header is one packet, as on the hardware our users compare against.
-    modprobe -a rdma_rxe rdma_ucm ib_uverbs veth || fail "modprobe -a rdma_rxe rdma_ucm ib_uverbs veth failed"
+    # shellcheck disable=SC2086
+    modprobe -a $RDMA_MODS rdma_ucm ib_uverbs veth || fail "modprobe -a $RDMA_MODS rdma_ucm ib_uverbs veth failed"
     # IPv6 too (fd77::1/64, fd77::2/64; nodad: usable at once instead of "tentative" for a second), so rxe gets
     # IPv6 GIDs and rdma_cm endpoints like rdma://[fd77::1]:61700 can be tested.
     ip -batch - <<'IPCMDS' || fail "setting up lo and the veth pair v0 (10.77.0.1/24, fd77::1/64) / v1 (10.77.0.2/24, fd77::2/64) failed"
@@ -124,15 +144,27 @@ link set v1 mtu 9000
 link set v0 up
 link set v1 up
 IPCMDS
-    rdma link add rxe0 type rxe netdev v0 || fail "rdma link add rxe0 type rxe netdev v0 failed"
-    rdma link add rxe1 type rxe netdev v1 || fail "rdma link add rxe1 type rxe netdev v1 failed"
+    local nlinks=0 names=""
+    if has_rxe; then
+        rdma link add rxe0 type rxe netdev v0 || fail "rdma link add rxe0 type rxe netdev v0 failed"
+        rdma link add rxe1 type rxe netdev v1 || fail "rdma link add rxe1 type rxe netdev v1 failed"
+        nlinks=$((nlinks + 2)) names=rxe0/rxe1
+    fi
+    if has_siw; then
+        siw_links v0 v1
+        nlinks=$((nlinks + 2)) names=${names:+$names/}siw0/siw1
+        # rdma_cm resolves a client bound to 10.77.0.2 (siw1) that connects to 10.77.0.1 with an ARP out of v1, and
+        # v0 drops a request from another local address as a martian: RDMA_CM_EVENT_ADDR_ERROR -110 without this
+        sysctl -qw net.ipv4.conf.all.accept_local=1 || fail "sysctl -w net.ipv4.conf.all.accept_local=1 failed"
+    fi
     links=""
     for _ in $(seq 100); do
         links=$(rdma link show 2>&1)
-        [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] && break
+        [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge "$nlinks" ] && break
         sleep 0.1
     done
-    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge 2 ] || fail "rxe0/rxe1 did not become ACTIVE: $links"
+    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge "$nlinks" ] || fail "$names did not become ACTIVE: $links"
+    has_rxe || return 0
     # rxe adds a GID per address of its netdev from a work queue: wait for the IPv6 ones, or IPv6 connects fail.
     gid6() { grep -ql "^fd77:0000:0000:0000:0000:0000:0000:000$2\$" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null; }
     for _ in $(seq 100); do
@@ -148,7 +180,8 @@ IPCMDS
 two_hosts() {
     local n
     case $ROLE in a) n=1 ;; b) n=2 ;; *) fail "unknown lab role '$ROLE' (a or b)" ;; esac
-    modprobe -a virtio_net rdma_rxe rdma_ucm ib_uverbs sch_netem || fail "modprobe -a virtio_net rdma_rxe rdma_ucm ib_uverbs sch_netem failed"
+    # shellcheck disable=SC2086
+    modprobe -a virtio_net $RDMA_MODS rdma_ucm ib_uverbs sch_netem || fail "modprobe -a virtio_net $RDMA_MODS rdma_ucm ib_uverbs sch_netem failed"
     local wire="" mgmt="" dev mac
     for _ in $(seq 100); do
         for dev in /sys/class/net/*; do
@@ -170,14 +203,23 @@ link set wire0 mtu 9000
 link set wire0 up
 link set mgmt0 up
 IPCMDS
-    rdma link add rxe0 type rxe netdev wire0 || fail "host $ROLE: rdma link add rxe0 type rxe netdev wire0 failed"
+    local nlinks=0 names=""
+    if has_rxe; then
+        rdma link add rxe0 type rxe netdev wire0 || fail "host $ROLE: rdma link add rxe0 type rxe netdev wire0 failed"
+        nlinks=$((nlinks + 1)) names=rxe0
+    fi
+    if has_siw; then
+        siw_links wire0
+        nlinks=$((nlinks + 1)) names=${names:+$names/}siw0
+    fi
     local links=""
     for _ in $(seq 100); do
         links=$(rdma link show 2>&1)
-        grep -q 'state ACTIVE' <<< "$links" && break
+        [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge "$nlinks" ] && break
         sleep 0.1
     done
-    grep -q 'state ACTIVE' <<< "$links" || fail "host $ROLE: rxe0 did not become ACTIVE: $links"
+    [ "$(grep -c 'state ACTIVE' <<< "$links")" -ge "$nlinks" ] || fail "host $ROLE: $names did not become ACTIVE: $links"
+    has_rxe || return 0
     for _ in $(seq 100); do
         grep -ql "^fd78:0000:0000:0000:0000:0000:0000:000$n\$" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null && break
         sleep 0.1

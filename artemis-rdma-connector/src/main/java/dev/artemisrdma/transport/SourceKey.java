@@ -1,9 +1,8 @@
 package dev.artemisrdma.transport;
 
 import java.net.InetAddress;
-import java.net.UnknownHostException;
 
-import dev.artemisrdma.transport.config.SourceNetworks;
+import dev.artemisrdma.transport.fabric.SourceAddresses;
 
 /**
  * The source a per-source limit counts a connection request against: the peer's address cut to a prefix
@@ -14,13 +13,8 @@ import dev.artemisrdma.transport.config.SourceNetworks;
 record SourceKey(InetAddress network, int prefix) {
 
     static SourceKey of(InetAddress peer, int ipv4Prefix, int ipv6Prefix) {
-        byte[] address = peer.getAddress();
-        int prefix = address.length == 4 ? ipv4Prefix : ipv6Prefix;
-        try {
-            return new SourceKey(InetAddress.getByAddress(SourceNetworks.mask(address, prefix)), prefix);
-        } catch (UnknownHostException e) {
-            throw new IllegalStateException(e); // 4 or 16 bytes: never
-        }
+        int prefix = peer.getAddress().length == 4 ? ipv4Prefix : ipv6Prefix;
+        return new SourceKey(SourceAddresses.network(peer, prefix), prefix);
     }
 
     /** {@code 10.77.0.2}, or {@code fd00:1:2:3::/64} where the key is a network. */

@@ -46,6 +46,15 @@ public final class RdmaCmId implements AutoCloseable {
         return new RdmaCmId(idAddress);
     }
 
+    /**
+     * The peer address of the new id a CONNECT_REQUEST event carries, read before anyone adopts it (the id lives until
+     * it is destroyed); null when it has none.
+     */
+    public static InetSocketAddress peerAddressOf(long idAddress) {
+        NativeStruct.requireNonNull(idAddress, "rdma_cm_id");
+        return SocketAddresses.decode(idAddress + Abi.CM_ID_DST_ADDR);
+    }
+
     /** The native address, which events name in {@link CmEvent#id()}. */
     public long address() {
         return id;

@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.regex.Pattern;
 
+import dev.artemisrdma.transport.fabric.SourceAddresses;
+
 /**
  * The source networks an acceptor admits ({@code allowedSources}): CIDR blocks and single addresses, IPv4 and IPv6,
  * as {@code 10.0.0.0/8, fd00:a::/48, 192.168.1.7}. A connection request from anywhere else is refused before anything
@@ -79,14 +81,8 @@ public final class SourceNetworks {
         return new Block(network, prefix);
     }
 
-    /** {@code address} with every bit beyond the first {@code prefix} cleared. */
-    public static byte[] mask(byte[] address, int prefix) {
-        byte[] masked = address.clone();
-        for (int i = 0; i < masked.length; i++) {
-            int keep = Math.max(0, Math.min(8, prefix - i * 8));
-            masked[i] &= (byte) (0xff00 >> keep);
-        }
-        return masked;
+    private static byte[] mask(byte[] address, int prefix) {
+        return SourceAddresses.mask(address, prefix);
     }
 
     static String literal(byte[] address) {

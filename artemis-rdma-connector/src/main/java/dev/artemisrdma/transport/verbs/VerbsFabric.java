@@ -7,13 +7,17 @@ import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.DeviceEvent;
 import dev.artemisrdma.transport.fabric.DeviceEventRouter;
 import dev.artemisrdma.transport.fabric.DeviceListener;
+import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
+import dev.artemisrdma.transport.fabric.FairRequestQueue;
 import dev.artemisrdma.transport.fabric.ListenerRecovery;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.fabric.SourceAddresses;
 import dev.artemisrdma.verbs.AsyncEventReader;
 import dev.artemisrdma.verbs.CmEvent;
 import dev.artemisrdma.verbs.CmEventType;
@@ -25,7 +29,9 @@ import dev.artemisrdma.verbs.RdmaEventChannel;
 import dev.artemisrdma.verbs.VerbsException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -67,7 +73,15 @@ public final class VerbsFabric implements Fabric {
      * The connection-manager thread's longest wait: it is woken at once for events and for close, so this bound only
      * keeps a missed wake-up from holding a close for longer.
      */
+    private static final LogLimiter FLOODED = LogLimiter.site(LOG, Level.WARN,
+            "connection requests refused unread: their host had too many waiting");
     private static final int CM_WAIT_MILLIS = 10_000;
+    /** Connection requests one host may have waiting to be handled; beyond, refused unread (a flood). */
+    static final int REQUESTS_PER_HOST = 256;
+    /** Connection requests all hosts together may have waiting. */
+    static final int REQUESTS_WAITING = 8192;
+    /** Events read before the waiting requests get a round: a bound on how long a round waits for a busy channel. */
+    private static final int READ_PER_ROUND = 1024;
     /** The device rescan's period while nothing is under way (see the class comment). */
     private static final int IDLE_RESCAN_MILLIS = 5_000;
     /** The device rescan's period while a removal, a lost device or a deferred destroy is under way. */
@@ -531,43 +545,86 @@ public final class VerbsFabric implements Fabric {
         return VerbsConnector.connect(this, remote, setup, options, events);
     }
 
+    /**
+     * rdma_cm's event thread. Every event ready is read before any is handled: connection events at once, in the
+     * order they came; connection requests into {@link FairRequestQueue}s by source host, then handled one per host
+     * per round, reading again between rounds. So a host flooding the listener neither fills the kernel's listen
+     * backlog (which drops first copies, and the dropped peer waits for rdma_cm's retry) nor queues ahead of
+     * another host's request by more than one of its own.
+     */
     private void dispatchEvents() {
-        while (!threadsStop) {
-            CmEvent event;
-            try {
-                event = eventChannel.poll(CM_WAIT_MILLIS);
-            } catch (VerbsException e) {
-                if (!threadsStop) {
-                    LOG.error("rdma_cm event channel failed; no more connection events will be handled: {}",
-                            e.getMessage());
-                }
-                return;
-            }
-            if (event == null) {
-                continue;
-            }
-            long target = event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id();
-            Consumer<CmEvent> handler = routes.get(target);
-            if (handler == null) {
-                if (event.type() == CmEventType.CONNECT_REQUEST) {
-                    // A request for a listener that is closing: refuse it and free its id.
-                    RdmaCmId orphan = RdmaCmId.adopt(event.id());
-                    try {
-                        orphan.reject(new byte[0]);
-                    } catch (VerbsException | RuntimeException ignored) {
-                        // the id is destroyed right after
+        FairRequestQueue<InetAddress, CmEvent> requests = new FairRequestQueue<>(REQUESTS_PER_HOST, REQUESTS_WAITING);
+        try {
+            while (!threadsStop) {
+                CmEvent event;
+                int read = 0;
+                try {
+                    event = eventChannel.poll(requests.isEmpty() ? CM_WAIT_MILLIS : 0);
+                    while (event != null) {
+                        if (event.type() == CmEventType.CONNECT_REQUEST) {
+                            queueRequest(requests, event);
+                        } else {
+                            dispatch(event);
+                        }
+                        event = ++read < READ_PER_ROUND ? eventChannel.poll(0) : null;
                     }
-                    orphan.close();
-                } else {
-                    LOG.debug("rdma_cm event {} for an id that is already gone", event);
+                } catch (VerbsException e) {
+                    if (!threadsStop) {
+                        LOG.error("rdma_cm event channel failed; no more connection events will be handled: {}",
+                                e.getMessage());
+                    }
+                    return;
                 }
-                continue;
+                for (CmEvent request : requests.round()) {
+                    dispatch(request);
+                }
             }
-            try {
-                handler.accept(event);
-            } catch (RuntimeException e) {
-                LOG.error("handling rdma_cm event {} failed", event, e);
+        } finally {
+            for (CmEvent request : requests.drain()) {
+                refuseUnread(request);
             }
+        }
+    }
+
+    private void queueRequest(FairRequestQueue<InetAddress, CmEvent> requests, CmEvent request) {
+        InetSocketAddress peer = RdmaCmId.peerAddressOf(request.id());
+        InetAddress host = peer == null ? null : SourceAddresses.host(peer.getAddress());
+        if (!requests.offer(host, request)) {
+            if (FLOODED.admit()) {
+                LOG.warn("connection request from {} refused unread: {} requests of its host wait already (at most "
+                        + "{} per host, {} in all)", peer == null ? "an unknown peer" : Endpoints.describe(peer),
+                        REQUESTS_PER_HOST, REQUESTS_PER_HOST, REQUESTS_WAITING);
+            }
+            refuseUnread(request);
+        }
+    }
+
+    /** Rejects a request without reading it and destroys its id (the event is already acknowledged). */
+    private static void refuseUnread(CmEvent request) {
+        RdmaCmId orphan = RdmaCmId.adopt(request.id());
+        try {
+            orphan.reject(new byte[0]);
+        } catch (VerbsException | RuntimeException ignored) {
+            // the id is destroyed right after
+        }
+        orphan.close();
+    }
+
+    private void dispatch(CmEvent event) {
+        long target = event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id();
+        Consumer<CmEvent> handler = routes.get(target);
+        if (handler == null) {
+            if (event.type() == CmEventType.CONNECT_REQUEST) {
+                refuseUnread(event); // a request for a listener that is closing
+            } else {
+                LOG.debug("rdma_cm event {} for an id that is already gone", event);
+            }
+            return;
+        }
+        try {
+            handler.accept(event);
+        } catch (RuntimeException e) {
+            LOG.error("handling rdma_cm event {} failed", event, e);
         }
     }
 

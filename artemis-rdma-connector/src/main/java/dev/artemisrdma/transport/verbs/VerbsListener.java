@@ -27,7 +27,12 @@ final class VerbsListener implements FabricListener {
     // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
     private static final LogLimiter REFUSED = LogLimiter.site(LOG, Level.WARN, "connection requests refused unread");
     private static final LogLimiter FAILED = LogLimiter.site(LOG, Level.WARN, "connection requests that failed");
-    private static final int BACKLOG = 128;
+    /**
+     * Connection requests the kernel holds for us before it drops more (ucma caps it at
+     * {@code /proc/sys/net/rdma_ucm/max_backlog}, 1024 by default): the event thread reads them all into its fair
+     * queues at once, so a flood does not make the kernel drop another host's request.
+     */
+    private static final int BACKLOG = 1024;
 
     private final VerbsFabric fabric;
     private final ConnectionRequestHandler handler;

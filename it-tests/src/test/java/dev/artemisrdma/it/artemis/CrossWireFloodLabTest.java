@@ -1,0 +1,105 @@
+package dev.artemisrdma.it.artemis;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.hosts.LabHost;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
+
+/**
+ * A connection flood from host B at the fastest rate B makes requests (issue 37 item 1), against a listener on A
+ * with the defaults: meanwhile a client from another address (A's own) connects 20 times, each within 1 s. Before,
+ * the flood filled the kernel's listen backlog and first copies were dropped before anyone looked at their source,
+ * and the honest client waited for rdma_cm's retry (8.5 s, once a failure after 10 s). Now the event thread reads
+ * every request into queues by source host and serves one per host per round. Afterwards the listener holds nothing
+ * for the flood once handshakeTimeout has passed and the flood's ids are gone.
+ */
+@Timeout(value = 600, unit = TimeUnit.SECONDS)
+class CrossWireFloodLabTest {
+
+    private static final int FLOOD = 4_000;
+    private static final int HONEST_CONNECTS = 20;
+    private static final long WITHIN_MILLIS = 1_000;
+
+    @Test
+    void aFloodFromHostBDoesNotDelayAClientFromAnotherAddress() throws Exception {
+        int port = Lab.freshPort();
+        InetSocketAddress listen = new InetSocketAddress(LabHost.a().wireAddress(), port);
+        TransportConfig defaults = TransportConfig.defaults();
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport server = RdmaTransport.create(fabric, defaults);
+             RdmaTransport honest = RdmaTransport.create(fabric, defaults)) {
+            RdmaServer listening = server.listen(listen, channel -> SILENT);
+            List<Long> before = connects(honest, listening.localAddress(), 5);
+            try (JavaProcess flood = JavaProcess.driven("flood-from-b", FloodMain.class).on(LabHost.b())
+                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(port), String.valueOf(FLOOD))) {
+                flood.await("MADE", 300);
+                List<Long> during = connects(honest, listening.localAddress(), HONEST_CONNECTS);
+                String flooded = flood.await(FloodMain.FLOODED, 300);
+                long refused = listening.stats().refused();
+                System.out.printf("flood lab: %s; the listener refused %d and accepted %d; a client from %s "
+                        + "connected in %s ms before the flood and %s ms during it%n", flooded, refused,
+                        listening.stats().accepted(), LabHost.a().wireAddress(), before, during);
+                for (long ms : during) {
+                    assertTrue(ms <= WITHIN_MILLIS, "a connect from another address took " + ms + " ms during the "
+                            + "flood (all: " + during + "; " + flooded + ")");
+                }
+                assertTrue(refused > 0, "the flood met the per-source caps: " + flooded);
+                flood.closeInput();
+                assertTrue(flood.await("RELEASED", 200) != null, "the flood's ids destroyed on B");
+                assertTrue(flood.awaitExit(60));
+            }
+            // what the listener accepted for the flood ends at its handshake deadline or with the flood's ids
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (server.channelCount() > 0 && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            assertEquals(0, server.channelCount(), "the listener still holds connections of the flood");
+            List<Long> after = connects(honest, listening.localAddress(), 5);
+            for (long ms : after) {
+                assertTrue(ms <= WITHIN_MILLIS, "after the flood a connect took " + ms + " ms: " + after);
+            }
+        }
+    }
+
+    /** {@code n} connects to {@code to}, each closed at once; their times in milliseconds. */
+    private static List<Long> connects(RdmaTransport client, InetSocketAddress to, int n) throws FabricException,
+            InterruptedException {
+        List<Long> times = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            long t0 = System.nanoTime();
+            RdmaChannel ch = client.connect(to, SILENT);
+            times.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+            ch.close();
+            Thread.sleep(50);
+        }
+        return times;
+    }
+
+    private static final ChannelHandler SILENT = new ChannelHandler() {
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+        }
+    };
+}
