@@ -65,7 +65,7 @@ import org.junit.jupiter.api.Timeout;
  * of {@code .largeBytes} (CI 1 MiB); it-tests/bench/pairs-bench runs the issue's 20,000 and 20 x 10 MiB.
  */
 @Timeout(value = 900, unit = TimeUnit.SECONDS)
-class PairsReplicationLabTest {
+public class PairsReplicationLabTest {
 
     private static final int MESSAGES = Integer.getInteger("pairs.replication.messages", 2_000);
     private static final int LARGE = Integer.getInteger("pairs.replication.large", 4);
@@ -208,7 +208,7 @@ class PairsReplicationLabTest {
      * As above, the primary on {@code primaryAddr} of this host and the backup on {@code backupAddr} of
      * {@code backupHost} (null: this host), so that the replication link can cross the two-host lab's wire.
      */
-    long run(boolean tcp, OlderBuilds.Build olderBackup, String primaryAddr, String backupAddr,
+    public long run(boolean tcp, OlderBuilds.Build olderBackup, String primaryAddr, String backupAddr,
              dev.artemisrdma.it.hosts.LabHost backupHost) throws Exception {
         String scheme = tcp ? "tcp" : "rdma";
         // names the brokers, their data and the printed lines: "rdma", "tcp", "rdma-mixed"

@@ -1,0 +1,217 @@
+package dev.artemisrdma.it.iwarp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.zip.CRC32;
+
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.artemis.LabBroker;
+import dev.artemisrdma.it.pairs.PairsReplicationLabTest;
+import dev.artemisrdma.it.wire.WireJmsMain;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.verbs.VerbsFabric;
+import dev.artemisrdma.verbs.RdmaDevice;
+import dev.artemisrdma.verbs.RdmaDevices;
+
+/**
+ * The transport on soft-iWARP ({@code rdma-lab run --fabric siw}: siw0 and siw1 where rxe0 and rxe1 were, no rxe at
+ * all): a device with no immediate data, 80 inline bytes, 6 scatter-gather entries and no RNR retry (a SEND that
+ * finds no receive ends the connection), whose queue pairs run over kernel TCP sockets. The default configuration
+ * creates its queue pairs there (inline fitted from 256 to what siw allows); frames of every kind, JMS (with large
+ * messages and transactions) and a replicated pair pass. siw has no hardware counters: the proof that it carried the
+ * traffic is its TCP connections' byte counts ({@code ss -tin}) on the acceptor's port, beside rdma_cm's ids on siw.
+ */
+@Timeout(value = 900, unit = TimeUnit.SECONDS)
+class SiwLabTest {
+
+    private static final Pattern BYTES_SENT = Pattern.compile("bytes_sent:(\\d+)");
+
+    @BeforeAll
+    static void onSiw() throws IOException, InterruptedException {
+        String links = sh("rdma link show");
+        assertTrue(links.contains("link siw0/1") && links.contains("link siw1/1"), "this group runs in the "
+                + "soft-iWARP lab (rdma-lab run --fabric siw): " + links);
+        assertFalse(links.contains("rxe"), "rxe devices would take the connections: " + links);
+    }
+
+    @Test
+    void siwIsIwarpWithEightyInlineBytesAndTheDefaultsAreFittedToIt() throws Exception {
+        try (RdmaDevices devices = RdmaDevices.open()) {
+            RdmaDevice siw0 = devices.all().stream().filter(d -> d.name().equals("siw0")).findFirst()
+                    .orElseThrow(() -> new AssertionError("no siw0 among " + devices.names()));
+            assertEquals(1, siw0.transportType(), "IBV_TRANSPORT_IWARP");
+            assertFalse(siw0.supportsImmediateData());
+            assertEquals(80, siw0.maxInlineData(), "SIW_MAX_INLINE, found by asking the device");
+            assertEquals(6, siw0.maxSge());
+            System.out.printf("siw lab: %s: iWARP, %d inline bytes, %d SGEs, %d SRQs of %d, max_qp_wr %d%n",
+                    siw0.name(), siw0.maxInlineData(), siw0.maxSge(), siw0.maxSrq(), siw0.maxSrqWr(), siw0.maxQpWr());
+        }
+    }
+
+    @Test
+    void framesOfEveryKindCrossSiwWithTheirHeadersInBand() throws Exception {
+        int port = Lab.freshPort();
+        TransportConfig defaults = TransportConfig.defaults();
+        Frames atServer = new Frames();
+        Frames atClient = new Frames();
+        long sentBefore = siwBytes(port);
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport server = RdmaTransport.create(fabric, defaults);
+             RdmaTransport client = RdmaTransport.create(fabric, defaults)) {
+            CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
+            RdmaServer listening = server.listen(Lab.address(Lab.addr0(), port), ch -> {
+                accepted.complete(ch);
+                return atServer;
+            });
+            RdmaChannel c = client.connect(new InetSocketAddress(Lab.addr0(), port), atClient);
+            RdmaChannel s = accepted.get(30, TimeUnit.SECONDS);
+            String ids = sh("rdma resource show cm_id");
+            assertTrue(ids.contains("siw0") && ids.contains(":" + port), "rdma_cm ids on siw: " + ids);
+            int[] sizes = {1, 30, 72, 80, 81, 200, 4_000, 16_384, 100_000, 1 << 20, 3 << 20, 7};
+            List<Long> crcs = new ArrayList<>();
+            long payload = 0;
+            for (int i = 0; i < sizes.length; i++) {
+                byte[] frame = content(i, sizes[i]);
+                crcs.add(crc(frame));
+                payload += 2L * frame.length;
+                boolean flush = i == sizes.length - 1 || sizes[i] > 100; // small ones unflushed: packed
+                c.write(ByteBuffer.wrap(frame), flush);
+                s.write(ByteBuffer.wrap(frame), flush);
+            }
+            atServer.await(sizes.length);
+            atClient.await(sizes.length);
+            assertEquals(crcs, atServer.crcs, "frames at the server, in order and intact");
+            assertEquals(crcs, atClient.crcs, "frames at the client, in order and intact");
+            TransportStats cs = c.stats();
+            TransportStats ss = s.stats();
+            assertEquals(0, cs.immediateSends() + ss.immediateSends(), "siw has no immediate data: " + cs);
+            assertTrue(cs.inlineSends() > 0 && cs.framesPacked() > 0, "small frames went inline and packed: " + cs);
+            long carried = siwBytes(port) - sentBefore;
+            System.out.printf("siw lab: %d frames each way (%d payload bytes in all) over siw's TCP connections, "
+                    + "which sent %d bytes; client %s%n", sizes.length, payload, carried, cs);
+            assertTrue(carried >= payload, "siw's TCP connections on port " + port + " sent " + carried
+                    + " bytes, fewer than the " + payload + " bytes of payload: the traffic did not go over siw");
+            listening.close();
+        }
+    }
+
+    @Test
+    void jmsWithLargeMessagesAndTransactionsPassesOverSiw() throws Exception {
+        int port = Lab.freshPort();
+        long before = siwBytes(port);
+        try (LabBroker broker = LabBroker.start(Lab.addr0(), port, java.nio.file.Files.createTempDirectory("siw"),
+                false, 0);
+             JavaProcess client = JavaProcess.driven("siw-jms", WireJmsMain.class).jvm("-Xmx768m").keepOutput()
+                     .start("rdma://" + Lab.addr0() + ":" + port, "siw.jms", "600", "36")) {
+            String result = client.await("RESULT", 600);
+            System.out.println("siw lab JMS: " + result);
+            Map<String, Long> r = Results.parse(result);
+            assertEquals(600, r.get("received") - r.get("duplicated"), result);
+            assertEquals(0, r.get("lost") + r.get("bad") + r.get("failures"), result);
+            long carried = siwBytes(port) - before;
+            assertTrue(carried >= r.get("bytes"), "siw's TCP connections on port " + port + " sent " + carried
+                    + " bytes for " + r.get("bytes") + " bytes of messages: " + result);
+        }
+    }
+
+    @Test
+    void aReplicatedPairFailsOverExactlyOnceOverSiw() throws Exception {
+        long failover = new PairsReplicationLabTest().run(false, null, Lab.addr0(), Lab.addr1(), null);
+        System.out.println("siw lab: replicated pair, client without a broker for " + failover + " ms");
+    }
+
+    /** What siw's TCP connections to and from {@code port} have sent so far (ss needs tcp_diag, which the lab loads). */
+    static long siwBytes(int port) throws IOException, InterruptedException {
+        String out = sh("ss -tinH state established '( sport = :" + port + " or dport = :" + port + " )'");
+        long sum = 0;
+        Matcher m = BYTES_SENT.matcher(out);
+        while (m.find()) {
+            sum += Long.parseLong(m.group(1));
+        }
+        return sum;
+    }
+
+    static String sh(String command) throws IOException, InterruptedException {
+        Process p = new ProcessBuilder("bash", "-c", command).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        p.waitFor(30, TimeUnit.SECONDS);
+        return out;
+    }
+
+    private static byte[] content(int seq, int size) {
+        byte[] b = new byte[size];
+        long x = seq * 0x9E3779B97F4A7C15L + size;
+        for (int i = 0; i < size; i++) {
+            x = x * 6364136223846793005L + 1442695040888963407L;
+            b[i] = (byte) (x >>> 56);
+        }
+        return b;
+    }
+
+    private static long crc(byte[] b) {
+        CRC32 c = new CRC32();
+        c.update(b);
+        return c.getValue();
+    }
+
+    /** Frames as they arrive: their checksums, in order. */
+    private static final class Frames implements ChannelHandler {
+        final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
+
+        @Override
+        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            CRC32 c = new CRC32();
+            c.update(frame);
+            crcs.add(c.getValue());
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+        }
+
+        void await(int n) throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+            while (crcs.size() < n && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertEquals(n, crcs.size(), "frames received");
+        }
+    }
+
+    /** {@code RESULT key=value ...} of {@link WireJmsMain}. */
+    private static final class Results {
+        static Map<String, Long> parse(String line) {
+            Map<String, Long> values = new java.util.LinkedHashMap<>();
+            for (String kv : line.substring("RESULT ".length()).trim().split(" ")) {
+                String[] p = kv.split("=");
+                values.put(p[0], Math.round(Double.parseDouble(p[1])));
+            }
+            return values;
+        }
+    }
+}
