@@ -7,9 +7,10 @@ import dev.artemisrdma.transport.wire.FrameHeader;
 
 /**
  * Puts fragmented frames back together. A frame of one fragment is handed on as the receive slot itself (no
- * copy); a fragmented one is copied, fragment by fragment, into a heap buffer that is kept for the next frame
- * unless it grew beyond {@code retainBytes}. Checks that fragments arrive as the protocol says they must (RC
- * delivers in order, so anything else is a peer bug). Used by the completion loop thread only.
+ * copy); a fragmented one is copied, fragment by fragment, into a heap buffer that is lent to the budget for the next
+ * frame unless it grew beyond {@code retainBytes} (the budget may drop it meanwhile when frames in progress need the
+ * room). Checks that fragments arrive as the protocol says they must (RC delivers in order, so anything else is a
+ * peer bug). Used by the completion loop thread only.
  *
  * <p>Nothing a peer claims costs memory before it arrives: a first fragment's frame length is only checked against
  * the bounds, and the buffer grows (by half, never beyond the frame) as fragments really come. What it holds counts
@@ -32,8 +33,6 @@ public final class Reassembler {
     private volatile long startedAt;
     /** Bytes reserved for {@link #frame}: read by other loops' threads when the budget looks for a squatter. */
     private volatile int held;
-    /** {@link #frame} is kept between frames and counted in the budget's kept bytes. */
-    private boolean keptBuffer;
     /** Why the budget condemned this connection; null while it is not. Set and cleared under the budget's lock. */
     private volatile String condemnedWhy;
     /** What it held when condemned: the budget's overdraft on its behalf. Guarded by the budget's lock. */
@@ -85,12 +84,12 @@ public final class Reassembler {
                 throw new LimitExceededException("a fragmented frame of " + lengthOrOffset
                         + " bytes exceeds maxReassemblyBytes (" + maxBytes + "); raise maxReassemblyBytes to receive it");
             }
-            if (keptBuffer) {
-                budget.unkeep(frame.capacity()); // the kept buffer is in use again
-                keptBuffer = false;
+            startedAt = budget.now(); // the clock is read for fragmented frames only
+            ByteBuffer lent = budget.holding(this); // the buffer kept since the last frame, unless it was dropped
+            if (lent != null) {
+                frame = lent;
+                held = lent.capacity();
             }
-            startedAt = System.nanoTime(); // the clock is read for fragmented frames only
-            budget.holding(this);
             ensureRoom(Math.min(lengthOrOffset, Math.max(n, MIN_ALLOCATION)), lengthOrOffset);
             frame.clear();
             expected = lengthOrOffset;
@@ -138,10 +137,13 @@ public final class Reassembler {
         }
         int grown = (int) Math.min(frameLength, Math.max(needed, have + (long) have / 2));
         int more = grown - have;
-        if (!budget.tryReserve(more) && !(budget.condemnSquatter(this) && budget.tryReserve(more))) {
+        // kept buffers are a cache: they go before anyone's frame does
+        if (!budget.tryReserve(more) && !(budget.reclaimKept(more) && budget.tryReserve(more))
+                && !(budget.condemnSquatter(this) && budget.tryReserve(more))) {
             throw new LimitExceededException("reassembly would need " + more + " more bytes of heap, but the "
                     + "transport's connections already hold " + budget.used() + " of reassemblyMemory ("
-                    + budget.limit() + ") and none holds more than its fair share: raise reassemblyMemory");
+                    + budget.limit() + ") and none holds more than its fair share, or its whole share for over a "
+                    + "second: raise reassemblyMemory");
         }
         ByteBuffer bigger;
         try {
@@ -161,39 +163,32 @@ public final class Reassembler {
     }
 
     /**
-     * The handler is done with the last frame returned. Keeps the buffer for the next fragmented frame only while it
-     * is small ({@code retainBytes}), kept buffers hold at most an eighth of the budget and the budget is at most
-     * half used (kept buffers must not starve frames in progress); otherwise drops it.
+     * The handler is done with the last frame returned. Lends the buffer to the budget for the next fragmented frame
+     * only while it is small ({@code retainBytes}) and the budget takes it (see {@link ReassemblyBudget#keep});
+     * otherwise drops it. Either way this connection holds nothing between frames: a kept buffer is the budget's to
+     * drop when frames in progress need room, so it never waits for this connection's next delivery.
      */
     public void delivered() {
         if (frame == null || expected >= 0) {
             return;
         }
-        if (keptBuffer) {
-            if (budget.used() > budget.limit() / 2) {
-                drop(); // pressure: what was kept goes back
-            }
-        } else if (frame.capacity() > retainBytes || !budget.keep(frame.capacity())) {
-            drop();
-        } else {
-            keptBuffer = true;
+        if (frame.capacity() > retainBytes || !budget.keep(this, frame)) {
+            budget.release(frame.capacity());
         }
-    }
-
-    private void drop() {
-        if (keptBuffer) {
-            budget.unkeep(frame.capacity());
-            keptBuffer = false;
-        }
-        budget.release(frame.capacity());
         frame = null;
         held = 0;
     }
 
-    /** The connection is gone: whatever is held goes back to the budget. */
+    /** The connection is gone: whatever is held, or lent to the budget, goes back to it. */
     public void release() {
         if (frame != null) {
-            drop();
+            budget.release(frame.capacity());
+            frame = null;
+            held = 0;
+        }
+        ByteBuffer lent = budget.takeKept(this);
+        if (lent != null) {
+            budget.release(lent.capacity());
         }
         expected = -1;
         // always, after the memory went back (so the overdraft never outlives it): a first fragment whose room was

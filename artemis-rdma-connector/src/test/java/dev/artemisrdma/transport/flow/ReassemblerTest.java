@@ -3,12 +3,17 @@ package dev.artemisrdma.transport.flow;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 import dev.artemisrdma.transport.Peers;
@@ -159,5 +164,90 @@ class ReassemblerTest {
         r.release();
         assertEquals(0, budget.holders());
         assertEquals(0, budget.used());
+    }
+
+    /** Feeds the fragments of a frame of {@code length} bytes from offset {@code from} up to {@code to}. */
+    private static ByteBuffer feed(Reassembler r, int length, int from, int to) throws FabricException {
+        ByteBuffer out = null;
+        for (int off = from; off < to; off += F) {
+            int n = Math.min(F, to - off);
+            int flags = (off == 0 ? FrameHeader.FIRST : 0) | (off + n == length ? FrameHeader.LAST : 0);
+            out = r.accept(ByteBuffer.allocate(n), flags, off == 0 ? length : off);
+        }
+        return out;
+    }
+
+    @Test
+    void buffersKeptBetweenFramesGiveWayToAFrameInProgress() throws Exception {
+        // issue 37 hole 2, scaled down: eight idle connections keep their buffers between frames (an eighth of the
+        // budget), seven squatters sit on all but one byte of frames of exactly their share; before, the kept
+        // buffers went back only on their own connection's next delivery, and nobody's fragmented frame fitted:
+        // "none holds more than its fair share"
+        ReassemblyBudget budget = new ReassemblyBudget(8000);
+        for (int c = 0; c < 8; c++) {
+            roundTrip(new Reassembler(1 << 20, 1 << 20, 1 << 20, budget), Peers.payload(1, c, 125));
+        }
+        assertEquals(1000, budget.kept(), "the idle connections keep an eighth of the budget between frames");
+        List<Reassembler> squatters = new ArrayList<>();
+        for (int c = 0; c < 7; c++) {
+            Reassembler squatter = new Reassembler(1 << 20, 0, 1 << 20, budget);
+            assertNull(feed(squatter, 1000, 0, 999)); // all but one byte: exactly the share of 1000 among 8
+            squatters.add(squatter);
+        }
+        assertEquals(8000, budget.used(), "the budget is full");
+        Reassembler asker = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        assertNull(feed(asker, 500, 0, 400), "the kept buffers are dropped for a frame in progress");
+        assertNotNull(feed(asker, 500, 400, 500));
+        asker.delivered();
+        assertEquals(0, budget.victims(), "nobody's frame failed for it");
+        assertTrue(budget.kept() <= 500, "kept " + budget.kept());
+        for (Reassembler squatter : squatters) {
+            assertNull(squatter.condemnation(), "below or at their share, young squatters are not failed");
+        }
+    }
+
+    @Test
+    void aFrameSittingOnItsWholeShareForASecondGivesWayToOneThatStreams() throws Exception {
+        // issue 37 hole 2: seven squatters each hold exactly their share and finish every frame inside
+        // reassemblyTimeout (29 s), then begin again. Before, none was ever failed (none held strictly more than its
+        // share) and a streaming frame above the share failed every time
+        AtomicLong clock = new AtomicLong();
+        ReassemblyBudget budget = new ReassemblyBudget(8000, clock::get);
+        List<Reassembler> squatters = new ArrayList<>();
+        for (int c = 0; c < 7; c++) {
+            Reassembler squatter = new Reassembler(1 << 20, 0, 1 << 20, budget);
+            assertNull(feed(squatter, 1000, 0, 999));
+            squatters.add(squatter);
+            clock.addAndGet(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+        clock.addAndGet(TimeUnit.SECONDS.toNanos(29));
+        for (Reassembler squatter : squatters) { // the last byte inside reassemblyTimeout, and again
+            assertNotNull(feed(squatter, 1000, 999, 1000));
+            squatter.delivered();
+            assertNull(feed(squatter, 1000, 0, 999));
+            clock.addAndGet(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+        // a frame that began just now holding its share is a frame that streams: the asker beyond its share fails
+        Reassembler early = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        FabricException e = assertThrows(FabricException.class, () -> feed(early, 2000, 0, 100));
+        assertTrue(e.getMessage().contains("fair share"), e.getMessage());
+        early.release();
+        assertEquals(0, budget.victims());
+
+        clock.addAndGet(TimeUnit.MILLISECONDS.toNanos(1500)); // they sat on their whole share for 1.5 s
+        Reassembler streamer = new Reassembler(1 << 20, 0, 1 << 20, budget);
+        assertNull(feed(streamer, 2000, 0, 100), "served at once");
+        assertEquals(1, budget.victims());
+        Reassembler victim = squatters.get(0);
+        assertTrue(victim.condemnation() != null && victim.condemnation().contains("fair share"),
+                "the squatter whose frame began the longest ago: " + victim.condemnation());
+        for (int c = 1; c < 7; c++) {
+            assertNull(squatters.get(c).condemnation(), "one victim is enough");
+        }
+        assertThrows(FabricException.class, () -> feed(victim, 1000, 999, 1000));
+        victim.release(); // its loop fails it: its memory and the overdraft go back
+        assertNotNull(feed(streamer, 2000, 100, 2000));
+        streamer.delivered();
+        assertEquals(6000, budget.used(), "the six other squatters' frames");
     }
 }
