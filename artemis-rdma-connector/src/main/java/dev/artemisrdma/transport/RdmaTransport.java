@@ -89,6 +89,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final HandshakeBacklog backlog;
     /** Connections per source on this transport's acceptors (maxConnectionsPerSource), and each one's place. */
     private final SourceConnections sourceConnections;
+    /** Closed connections whose rdma_cm id is not destroyed yet, per source. */
+    private final DestroyBacklog destroys;
     private final Map<RdmaChannel, SourceConnections.Place> sourcePlaces = new ConcurrentHashMap<>();
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
@@ -105,6 +107,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
         this.backlog = new HandshakeBacklog(config.maxPendingConnections(), config.maxPendingConnectionsPerSource());
         this.sourceConnections = new SourceConnections(config.maxConnectionsPerSource());
+        this.destroys = new DestroyBacklog();
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
             Thread thread = new Thread(r, name + "-timer");
             thread.setDaemon(true);
@@ -338,6 +341,15 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         // an unfinished handshake holds a queue pair, memory and a loop slot: capped in total and per source
         SourceKey source = SourceKey.of(peerAddress.getAddress(), config.ipv4SourcePrefix(),
                 config.ipv6SourcePrefix());
+        String destroysWaiting = destroys.refusal(source);
+        if (destroysWaiting != null) {
+            // a source whose closed connections' ids still wait in the kernel (it drops CM messages) gets no more
+            if (REJECTED.admit()) {
+                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), destroysWaiting);
+            }
+            request.reject(Handshake.encodeReject(destroysWaiting));
+            return;
+        }
         HandshakeBacklog.Place place = backlog.tryAdmit(source);
         if (place == null) {
             String why = backlog.refusal(source);
@@ -615,9 +627,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     @Override
     public void channelClosed(RdmaChannel channel) {
         channels.remove(channel);
-        Runnable slot = sourcePlaces.remove(channel);
+        SourceConnections.Place slot = sourcePlaces.remove(channel);
         if (slot != null) {
             slot.run();
+            if (channel instanceof RdmaChannelImpl impl) {
+                // its rdma_cm id may outlive it by a minute (an unanswered DREQ): counted against its source until
+                // destroyed, so that one host cannot pile them up (DestroyBacklog)
+                impl.whenGone(destroys.waiting(slot.source()));
+            }
         }
     }
 

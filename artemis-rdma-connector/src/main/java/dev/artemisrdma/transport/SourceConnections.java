@@ -54,6 +54,10 @@ final class SourceConnections {
             this.source = source;
         }
 
+        SourceKey source() {
+            return source;
+        }
+
         @Override
         public void run() {
             if (held.compareAndSet(true, false)) {

@@ -370,6 +370,43 @@ public final class FakeFabric implements Fabric {
     }
 
     /**
+     * While on, the rdma_cm id of a queue pair closed meanwhile stays in the "kernel" until
+     * {@link #releaseIdDestroys}, as rdma_destroy_id waits about a minute for a DREQ the peer never answers.
+     */
+    public void holdIdDestroys(boolean on) {
+        holdIdDestroys = on;
+    }
+
+    /** The held ids are destroyed: whoever waited for them ({@code QueuePair.whenGone}) hears of it. */
+    public void releaseIdDestroys() {
+        List<Runnable> gone;
+        lock.lock();
+        try {
+            gone = new ArrayList<>(heldIdDestroys);
+            heldIdDestroys.clear();
+            held.clear();
+        } finally {
+            lock.unlock();
+        }
+        gone.forEach(Runnable::run);
+    }
+
+    /** Ids of closed queue pairs the fabric still holds (see {@link #holdIdDestroys}). */
+    public int idsHeld() {
+        lock.lock();
+        try {
+            return held.size();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    volatile boolean holdIdDestroys;
+    /** Closed queue pairs whose id is held, and what waits for each; guarded by {@link #lock}. */
+    final Set<FakeQp> held = new java.util.HashSet<>();
+    final List<Runnable> heldIdDestroys = new ArrayList<>();
+
+    /**
      * While on, the passive side's ESTABLISHED events wait until {@link #deliverHeldEstablished}: the connecting
      * side's connect has returned and its queue pair (and the passive one, as rdma_accept leaves it) is ready to
      * send, but the passive side has not heard it yet, as when rdma_cm's RTU is slow or lost.

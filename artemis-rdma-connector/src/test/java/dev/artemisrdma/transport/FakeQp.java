@@ -294,6 +294,9 @@ final class FakeQp implements QueuePair {
             }
             FakeQp p = peer;
             fabric.destroyLocked(this);
+            if (fabric.holdIdDestroys) {
+                fabric.held.add(this);
+            }
             if (p != null && p.state == QpState.RTS) {
                 fabric.toError(p);
                 fabric.cm.execute(() -> p.events.disconnected(p, "peer destroyed its queue pair"));
@@ -301,6 +304,23 @@ final class FakeQp implements QueuePair {
         } finally {
             fabric.lock.unlock();
         }
+    }
+
+    @Override
+    public void whenGone(Runnable gone) {
+        fabric.lock.lock();
+        try {
+            if (state != QpState.DESTROYED) {
+                fabric.violation("whenGone asked of qp " + qpn + " before it was closed");
+            }
+            if (fabric.held.contains(this)) {
+                fabric.heldIdDestroys.add(gone);
+                return;
+            }
+        } finally {
+            fabric.lock.unlock();
+        }
+        gone.run();
     }
 
     @Override

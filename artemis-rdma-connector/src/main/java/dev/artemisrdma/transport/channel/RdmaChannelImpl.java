@@ -226,6 +226,26 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      *
      * @throws FabricException when its values break the credit window's bound (a protocol error)
      */
+    /**
+     * Runs {@code gone} once the fabric let go of this closed channel's queue pair and rdma_cm id (whose destroy may
+     * wait a minute for a DREQ the peer does not answer); at once when it never had one. For the transport, once the
+     * channel is closed.
+     */
+    public void whenGone(Runnable gone) {
+        QueuePair qp;
+        lock.lock(); // the resources are guarded by the channel's lock
+        try {
+            qp = resources.queuePair();
+        } finally {
+            lock.unlock();
+        }
+        if (qp == null) {
+            gone.run();
+        } else {
+            qp.whenGone(gone);
+        }
+    }
+
     public void setPeer(Handshake.Params peer) throws FabricException {
         lock.lock();
         try {

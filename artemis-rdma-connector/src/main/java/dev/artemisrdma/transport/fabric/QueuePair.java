@@ -50,4 +50,14 @@ public interface QueuePair extends AutoCloseable {
      */
     @Override
     void close();
+
+    /**
+     * Runs {@code gone} once, after {@link #close}, when the fabric let go of everything the queue pair held, its
+     * rdma_cm id included: on verbs the id's destroy waits for its CM messages (a minute for a DREQ nobody answers),
+     * and the transport counts what waits against the peer's source. At once when that happened already; the
+     * default is for a fabric that keeps nothing after close.
+     */
+    default void whenGone(Runnable gone) {
+        gone.run();
+    }
 }

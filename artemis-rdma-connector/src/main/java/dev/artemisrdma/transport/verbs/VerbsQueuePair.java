@@ -54,6 +54,16 @@ final class VerbsQueuePair implements QueuePair {
     private final boolean sharedReceives;
     private boolean closed;
     private int port;
+    /** Runs once the id is destroyed ({@link #whenGone}); guarded by this. */
+    private Runnable whenGone;
+    /** rdma_destroy_id returned (or failed): nothing of this connection is left in the kernel; guarded by this. */
+    private boolean idGone;
+    /**
+     * What a closed queue pair tells: nothing. Set at close, so that the id waiting for its destroy (a minute for a
+     * DREQ the peer does not answer) keeps neither the channel nor the application's connection reachable: its
+     * route and its destroy hold this object, which keeps only the id and a few small fields.
+     */
+    private static final QueuePairEvents AFTER_CLOSE = (queuePair, reason) -> { };
 
     VerbsQueuePair(VerbsFabric fabric, RdmaCmId id, VerbsDevice device, QueuePairSpec spec, byte[] peerPrivateData,
                    QueuePairEvents events) throws FabricException {
@@ -338,6 +348,7 @@ final class VerbsQueuePair implements QueuePair {
             }
             closed = true;
             onPort = port > 0 ? port : id.portNumber();
+            events = AFTER_CLOSE; // let go of the channel now, not once the kernel lets go of the id
         }
         fabric.disown(this);
         fabric.untrack(this);
@@ -370,8 +381,32 @@ final class VerbsQueuePair implements QueuePair {
      * answered ({@link #answerDisconnect}); the route goes first, since the id's address may be reused after.
      */
     private void destroyId() {
-        fabric.unroute(id.address());
-        id.close();
+        try {
+            fabric.unroute(id.address());
+            id.close();
+        } finally {
+            // even when rdma_destroy_id failed: the id is not destroyed again, so it waits no more
+            Runnable gone;
+            synchronized (this) {
+                idGone = true;
+                gone = whenGone;
+                whenGone = null;
+            }
+            if (gone != null) {
+                gone.run();
+            }
+        }
+    }
+
+    @Override
+    public void whenGone(Runnable gone) {
+        synchronized (this) {
+            if (!idGone) {
+                whenGone = gone;
+                return;
+            }
+        }
+        gone.run();
     }
 
     @Override
