@@ -7,6 +7,7 @@ import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.artemis.ConnectedClientMain;
 import dev.artemisrdma.it.artemis.LabBroker;
+import dev.artemisrdma.it.artemis.LabBrokerMain;
 import dev.artemisrdma.it.hosts.LabHost;
 import dev.artemisrdma.it.hosts.WireCounters;
 import jakarta.jms.Connection;
@@ -87,6 +88,25 @@ class CrossWireLabTest {
         Crossing c = crossing("wire.clean", 300, 11);
         c.assertExactlyOnce(300);
         assertEquals(0, c.a.rnr() + c.b.rnr(), "RNR: " + c);
+    }
+
+    /**
+     * IPv6 across the wire: a broker on A's IPv6 address (fd78::1) and the JMS program on B connecting to it, rxe's
+     * RoCE v2 over IPv6 (GIDs of fd78::/64) crossing both NICs.
+     */
+    @Test
+    @Order(2)
+    void jmsOverIpv6CrossesTheWire() throws Exception {
+        int port = PORT + 1;
+        // a broker of its own, in its own JVM on A: one embedded broker per JVM
+        try (JavaProcess v6 = JavaProcess.main(LabBrokerMain.class).name("wire-broker-v6").jvm("-Xmx512m")
+                .readyWhen(LabBrokerMain.READY, 180).start("[" + LabHost.a().wireAddress6() + "]",
+                        String.valueOf(port), Files.createTempDirectory("wire-broker-v6").toString())) {
+            Crossing c = run("wire.ipv6", "rdma://[" + LabHost.a().wireAddress6() + "]:" + port, 200, 14, 0)
+                    .crossing();
+            c.assertExactlyOnce(200);
+            assertEquals(0, c.a.rnr() + c.b.rnr(), "RNR: " + c);
+        }
     }
 
     @Test
