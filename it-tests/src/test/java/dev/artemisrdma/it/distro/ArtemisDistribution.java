@@ -44,7 +44,13 @@ public final class ArtemisDistribution {
             throw new IllegalStateException(home + "/bin/artemis is missing: Maven unpacks the distribution in "
                     + "generate-test-resources (mvn -pl it-tests generate-test-resources, with network access)");
         }
-        return new ArtemisDistribution(home, target.resolve("distribution-lib"), versions);
+        // the release archive as Maven unpacked it (the distribution module's artemis-rdma-VERSION-bin.tar.gz)
+        Path lib = target.resolve("release/artemis-rdma-" + versions.getProperty("connector.version") + "/lib");
+        if (!Files.isDirectory(lib)) {
+            throw new IllegalStateException(lib + " is missing: Maven unpacks the release archive in "
+                    + "generate-test-resources (mvn -pl distribution,it-tests -am generate-test-resources)");
+        }
+        return new ArtemisDistribution(home, lib, versions);
     }
 
     public static Path projectRoot() {
@@ -67,7 +73,7 @@ public final class ArtemisDistribution {
         return versions.getProperty("jna.version");
     }
 
-    /** Where the jars named in README (under their released file names) are. */
+    /** The release archive's lib/: the jars README names, under their released file names. */
     public Path jarDir() {
         return jarDir;
     }

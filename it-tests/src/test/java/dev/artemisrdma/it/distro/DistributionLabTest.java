@@ -66,6 +66,12 @@ class DistributionLabTest {
         // config/broker.properties binds ${rdma.host:10.77.0.1}: the property makes that the lab's address either way
         instance = distribution.create(tmp.resolve("broker"), List.of(LAB_JIT, "-Drdma.host=" + Lab.addr0()),
                 List.of(LAB_JIT), CLI_OUT);
+        // the archive's lib/ holds exactly what README says to copy, no more (nothing Artemis already ships)
+        try (var files = java.nio.file.Files.list(distribution.jarDir())) {
+            assertEquals(new java.util.TreeSet<>(readme.jarsFor(distribution.connectorVersion())),
+                    files.map(f -> f.getFileName().toString()).collect(java.util.stream.Collectors.toCollection(
+                            java.util.TreeSet::new)), "the release archive's lib/ against README's Broker section");
+        }
         readme.installJars(instance, distribution);
     }
 
