@@ -1,9 +1,5 @@
 package dev.artemisrdma.transport;
 
-import java.util.HashMap;
-import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
-
 /**
  * Accepted connections that are closed but whose rdma_cm id the fabric has not destroyed yet, per source (issue 37
  * hole 4). rdma_destroy_id waits for the id's CM messages: a peer that provokes a disconnect and then drops CM
@@ -26,8 +22,7 @@ final class DestroyBacklog {
 
     private final int maxPerSource;
     private final int maxTotal;
-    private int total;
-    private final Map<SourceKey, Integer> bySource = new HashMap<>();
+    private final SourceCounts waiting = new SourceCounts();
 
     DestroyBacklog() {
         this(MAX_PER_SOURCE, MAX_TOTAL);
@@ -40,15 +35,15 @@ final class DestroyBacklog {
     }
 
     /** Why a request from {@code source} is refused now, naming the source and the bound; null: admitted. */
-    synchronized String refusal(SourceKey source) {
+    String refusal(SourceKey source) {
         // short: the reason travels in the reject's private data (136 bytes), the source and the bound first
-        int held = bySource.getOrDefault(source, 0);
+        int held = waiting.held(source);
         if (held >= maxPerSource) {
             return "too many rdma_cm ids of closed connections from " + source + " await destroy (" + maxPerSource
                     + ", DestroyBacklog.MAX_PER_SOURCE): answer their DREQs";
         }
-        int share = Math.max(1, maxTotal / Math.max(1, bySource.size()));
-        if (total >= maxTotal && held >= share) {
+        int share = Math.max(1, maxTotal / Math.max(1, waiting.sources()));
+        if (waiting.total() >= maxTotal && held >= share) {
             return "too many rdma_cm ids await destroy (" + maxTotal + ", DestroyBacklog.MAX_TOTAL); " + source
                     + " holds " + held + ", its fair share " + share;
         }
@@ -56,42 +51,17 @@ final class DestroyBacklog {
     }
 
     /** A closed connection from {@code source} waits for its id's destroy; run the result once it is destroyed. */
-    synchronized Runnable waiting(SourceKey source) {
-        total++;
-        bySource.merge(source, 1, Integer::sum);
-        return new Waiting(source);
+    Runnable waiting(SourceKey source) {
+        return waiting.tryAdd(source, (held, total) -> true);
     }
 
     /** Ids waiting from {@code source} (for tests and monitoring). */
-    synchronized int held(SourceKey source) {
-        return bySource.getOrDefault(source, 0);
+    int held(SourceKey source) {
+        return waiting.held(source);
     }
 
     /** Ids waiting from all sources. */
-    synchronized int total() {
-        return total;
-    }
-
-    private synchronized void gone(SourceKey source) {
-        total--;
-        bySource.computeIfPresent(source, (k, n) -> n == 1 ? null : n - 1);
-    }
-
-    /** One id's place: given back once, however often the fabric reports it gone. */
-    private final class Waiting implements Runnable {
-
-        private final SourceKey source;
-        private final AtomicBoolean held = new AtomicBoolean(true);
-
-        private Waiting(SourceKey source) {
-            this.source = source;
-        }
-
-        @Override
-        public void run() {
-            if (held.compareAndSet(true, false)) {
-                gone(source);
-            }
-        }
+    int total() {
+        return waiting.total();
     }
 }

@@ -1,9 +1,5 @@
 package dev.artemisrdma.transport;
 
-import java.util.HashMap;
-import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
-
 /**
  * The connections a transport accepted whose handshake has not finished yet, capped in total
  * ({@code maxPendingConnections}) and per source ({@code maxPendingConnectionsPerSource}, a {@link SourceKey}: an IPv6
@@ -19,54 +15,24 @@ final class HandshakeBacklog {
 
     private final int max;
     private final int maxPerSource;
-    private int total;
-    private final Map<SourceKey, Integer> bySource = new HashMap<>();
+    private final SourceCounts pending = new SourceCounts();
 
     HandshakeBacklog(int max, int maxPerSource) {
         this.max = max;
         this.maxPerSource = maxPerSource;
     }
 
-    /** A place for a handshake from {@code source}, or null (with {@link #refusal} saying why). */
-    synchronized Place tryAdmit(SourceKey source) {
-        if (total >= max || bySource.getOrDefault(source, 0) >= maxPerSource) {
-            return null;
-        }
-        total++;
-        bySource.merge(source, 1, Integer::sum);
-        return new Place(source);
+    /** A place for a handshake from {@code source} (run it to give it back), or null ({@link #refusal} says why). */
+    Runnable tryAdmit(SourceKey source) {
+        return pending.tryAdd(source, (held, total) -> total < max && held < maxPerSource);
     }
 
     /** Why {@code source} was refused a place: the cap it reached, with its key. */
-    synchronized String refusal(SourceKey source) {
-        if (bySource.getOrDefault(source, 0) >= maxPerSource) {
+    String refusal(SourceKey source) {
+        if (pending.held(source) >= maxPerSource) {
             return "too many unfinished connections from " + source + " ("
                     + maxPerSource + ", maxPendingConnectionsPerSource): finish or close them first";
         }
         return "too many unfinished connections (" + max + ", maxPendingConnections): retry later";
-    }
-
-    private synchronized void free(SourceKey source) {
-        total--;
-        bySource.computeIfPresent(source, (k, n) -> n == 1 ? null : n - 1);
-    }
-
-    /** One handshake's place: given back once, by whichever ends the handshake first. */
-    final class Place implements Runnable {
-
-        private final SourceKey source;
-        private final AtomicBoolean held = new AtomicBoolean(true);
-
-        private Place(SourceKey source) {
-            this.source = source;
-        }
-
-        /** Gives the place back (idempotent). */
-        @Override
-        public void run() {
-            if (held.compareAndSet(true, false)) {
-                free(source);
-            }
-        }
     }
 }

@@ -91,7 +91,11 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final SourceConnections sourceConnections;
     /** Closed connections whose rdma_cm id is not destroyed yet, per source. */
     private final DestroyBacklog destroys;
-    private final Map<RdmaChannel, SourceConnections.Place> sourcePlaces = new ConcurrentHashMap<>();
+    private final Map<RdmaChannel, SourcePlace> sourcePlaces = new ConcurrentHashMap<>();
+
+    /** An accepted channel's place among its source's connections, given back when the channel is gone. */
+    private record SourcePlace(SourceKey source, Runnable release) {
+    }
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
     /** What all completion loops of this transport may spin together. */
@@ -350,7 +354,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             request.reject(Handshake.encodeReject(destroysWaiting));
             return;
         }
-        HandshakeBacklog.Place place = backlog.tryAdmit(source);
+        Runnable place = backlog.tryAdmit(source);
         if (place == null) {
             String why = backlog.refusal(source);
             if (REJECTED.admit()) {
@@ -360,7 +364,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             return;
         }
         // every connection a source holds, pending or established, is capped too
-        SourceConnections.Place slot = sourceConnections.tryAdmit(source);
+        Runnable slot = sourceConnections.tryAdmit(source);
         if (slot == null) {
             String why = sourceConnections.refusal(source);
             if (REJECTED.admit()) {
@@ -405,7 +409,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             // the application's side of the connection (for Artemis, its Connection) is made only once the peer
             // finished connecting: an unfinished handshake costs it nothing
             ch.createHandlerOnEstablished(acceptor::onAccepted);
-            sourcePlaces.put(ch, slot); // given back when the channel is gone (channelClosed)
+            sourcePlaces.put(ch, new SourcePlace(source, slot)); // given back when the channel is gone
             slotHandedOver = true;
             channels.add(ch);
             HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
@@ -627,9 +631,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     @Override
     public void channelClosed(RdmaChannel channel) {
         channels.remove(channel);
-        SourceConnections.Place slot = sourcePlaces.remove(channel);
+        SourcePlace slot = sourcePlaces.remove(channel);
         if (slot != null) {
-            slot.run();
+            slot.release().run();
             if (channel instanceof RdmaChannelImpl impl) {
                 // its rdma_cm id may outlive it by a minute (an unanswered DREQ): counted against its source until
                 // destroyed, so that one host cannot pile them up (DestroyBacklog)

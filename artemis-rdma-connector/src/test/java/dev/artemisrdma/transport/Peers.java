@@ -65,6 +65,22 @@ public final class Peers {
         };
     }
 
+    /**
+     * A connect from {@code client} to {@code to} on a thread of its own, for a fabric that stalls handshakes
+     * ({@link FakeFabric#stallHandshakes}): the thread ends when the connect fails at its timeout, as it must.
+     */
+    public static Thread stalledConnect(RdmaTransport client, InetSocketAddress to) {
+        Thread t = new Thread(() -> org.junit.jupiter.api.Assertions.assertThrows(FabricException.class,
+                () -> client.connect(to, new Recorder())));
+        t.start();
+        return t;
+    }
+
+    /** Closes every channel of {@code channels}. */
+    public static void closeAll(java.util.Collection<RdmaChannel> channels) {
+        channels.forEach(RdmaChannel::close);
+    }
+
     public static InetSocketAddress serverAddress() {
         try {
             return new InetSocketAddress(InetAddress.getByAddress(new byte[] {10, 77, 0, 1}), 0);

@@ -91,9 +91,7 @@ class SourceLimitsTest {
             held.remove(0).close(); // a closed connection gives its place back
             Peers.await("the closed channel gone", 5000, () -> serverTransport.channelCount() == 2);
             held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
-            for (RdmaChannel ch : held) {
-                ch.close();
-            }
+            Peers.closeAll(held);
         } finally {
             fabric.close();
         }
@@ -119,9 +117,7 @@ class SourceLimitsTest {
                     refused.getMessage());
             fabric.connectFrom(address("fd00:1:2:4::1")); // the next /64 is another source
             held.add(clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
-            for (RdmaChannel ch : held) {
-                ch.close();
-            }
+            Peers.closeAll(held);
         } finally {
             fabric.close();
         }
@@ -142,10 +138,7 @@ class SourceLimitsTest {
             fabric.stallHandshakes(true);
             for (int i = 1; i <= 2; i++) {
                 fabric.connectFrom(address("fd00:9::" + i));
-                Thread t = new Thread(() -> assertThrows(FabricException.class,
-                        () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
-                t.start();
-                stalled.add(t);
+                stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
                 int pending = i;
                 Peers.await("request " + i + " accepted", 5000, () -> serverTransport.channelCount() == pending);
             }

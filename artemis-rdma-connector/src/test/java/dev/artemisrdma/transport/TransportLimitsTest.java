@@ -175,10 +175,7 @@ class TransportLimitsTest {
             RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
             fabric.stallHandshakes(true);
             for (int i = 0; i < 2; i++) { // the flooding host's two places
-                Thread t = new Thread(() -> assertThrows(FabricException.class,
-                        () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
-                t.start();
-                stalled.add(t);
+                stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
                 int held = i + 1;
                 Peers.await("request " + held + " accepted", 5000, () -> serverTransport.channelCount() == held);
             }
@@ -188,10 +185,7 @@ class TransportLimitsTest {
             assertEquals(2, serverTransport.channelCount(), "the refused request cost nothing");
 
             fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 3})); // another host still gets in
-            Thread other = new Thread(() -> assertThrows(FabricException.class,
-                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder())));
-            other.start();
-            stalled.add(other);
+            stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
             Peers.await("the other host's request accepted", 5000, () -> serverTransport.channelCount() == 3);
             fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 4}));
             FabricException total = assertThrows(FabricException.class,
