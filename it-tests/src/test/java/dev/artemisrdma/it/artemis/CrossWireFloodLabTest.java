@@ -79,6 +79,46 @@ class CrossWireFloodLabTest {
         }
     }
 
+    /**
+     * Issue 37 hole 1: one host (B) opens 600 connections and keeps them, with the defaults
+     * (maxConnectionsPerSource 512): the listener holds 512 and refuses the rest naming the key, a client from another
+     * address still connects within 1 s, and once B closes them the listener is back to none.
+     */
+    @Test
+    void oneHostHoldsAtMostMaxConnectionsPerSourceAndOthersStillConnect() throws Exception {
+        int port = Lab.freshPort();
+        InetSocketAddress listen = new InetSocketAddress(LabHost.a().wireAddress(), port);
+        TransportConfig defaults = TransportConfig.defaults();
+        try (VerbsFabric fabric = new VerbsFabric();
+             RdmaTransport server = RdmaTransport.create(fabric, defaults);
+             RdmaTransport honest = RdmaTransport.create(fabric, defaults)) {
+            RdmaServer listening = server.listen(listen, channel -> SILENT);
+            try (JavaProcess many = JavaProcess.driven("many-from-b", ManyConnectionsMain.class).on(LabHost.b())
+                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(port), "600")) {
+                String opened = many.await(ManyConnectionsMain.OPENED, 400);
+                int held = server.channelCount();
+                List<Long> during = connects(honest, listening.localAddress(), 10);
+                System.out.printf("many connections lab: host B %s; the listener holds %d; a client from %s "
+                        + "connected in %s ms meanwhile%n", opened, held, LabHost.a().wireAddress(), during);
+                assertTrue(opened.startsWith(ManyConnectionsMain.OPENED + " " + defaults.maxConnectionsPerSource()
+                        + " REFUSED 88 FIRST-REFUSAL "), opened);
+                assertTrue(opened.contains("maxConnectionsPerSource"), opened);
+                assertEquals(defaults.maxConnectionsPerSource(), held, "connections the listener holds for host B");
+                for (long ms : during) {
+                    assertTrue(ms <= WITHIN_MILLIS, "a connect from another address took " + ms + " ms: " + during);
+                }
+                many.closeInput();
+                many.await("CLOSED", 300);
+                assertTrue(many.awaitExit(120));
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (server.channelCount() > 0 && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            assertEquals(0, server.channelCount(), "the listener still holds host B's connections");
+        }
+    }
+
     /** {@code n} connects to {@code to}, each closed at once; their times in milliseconds. */
     private static List<Long> connects(RdmaTransport client, InetSocketAddress to, int n) throws FabricException,
             InterruptedException {
