@@ -184,7 +184,14 @@ final class VerbsDevice implements FabricDevice {
     /** A shared receive queue over an {@link IbvSharedReceiveQueue}; posts through one reusable native list. */
     final class Srq implements SharedReceiveQueue {
         private final IbvSharedReceiveQueue srq;
+        /** The native list receives are posted through; made, grown and freed inside {@link #gate} only. */
         private dev.artemisrdma.verbs.RecvRequests requests;
+        /**
+         * Posts (the completion loop whose pool this is) and the destroy run inside it: the fabric's close or a
+         * device's release ({@link #releaseLeftovers}) may destroy this queue while that loop, given up on by the
+         * transport, still runs and posts (see {@link PostGate}).
+         */
+        private final PostGate gate = new PostGate(() -> "the shared receive queue on " + name());
         private final FailureNotice failure = new FailureNotice();
 
         Srq(IbvSharedReceiveQueue srq) {
@@ -207,6 +214,15 @@ final class VerbsDevice implements FabricDevice {
 
         @Override
         public void postRecv(RecvList list) throws FabricException {
+            gate.enter("ibv_post_srq_recv");
+            try {
+                postRecvInGate(list);
+            } finally {
+                gate.exit();
+            }
+        }
+
+        private void postRecvInGate(RecvList list) throws FabricException {
             int n = list.size();
             if (requests == null || requests.maxRequests() < n) {
                 if (requests != null) {
@@ -242,24 +258,33 @@ final class VerbsDevice implements FabricDevice {
 
         @Override
         public void armLimit(int limit) throws FabricException {
+            gate.enter("ibv_modify_srq"); // passes the queue to the provider, as a post does
             try {
                 srq.armLimit(limit);
             } catch (VerbsException e) {
                 throw new FabricException(e.getMessage(), e);
+            } finally {
+                gate.exit();
             }
         }
 
+        /**
+         * Destroys the queue and frees its list once no post is under way; a post after fails. When ibv_destroy_srq
+         * refuses (a queue pair still uses it) this throws and the queue stays usable, posts included.
+         */
         @Override
         public void close() {
-            srq.close();
-            if (!srq.isDestroyed()) {
-                throw new IllegalStateException("ibv_destroy_srq failed on " + name()
-                        + ": the shared receive queue is still in use");
-            }
-            live.remove(this);
-            if (requests != null) {
-                requests.close();
-            }
+            gate.release(() -> {
+                srq.close();
+                if (!srq.isDestroyed()) {
+                    throw new IllegalStateException("ibv_destroy_srq failed on " + name()
+                            + ": the shared receive queue is still in use");
+                }
+                live.remove(this);
+                if (requests != null) {
+                    requests.close();
+                }
+            });
         }
     }
 

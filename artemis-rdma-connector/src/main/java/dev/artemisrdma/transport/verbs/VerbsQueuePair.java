@@ -44,6 +44,11 @@ final class VerbsQueuePair implements QueuePair {
     private final QueuePairCaps caps;
     private final SendRequests sends;
     private final RecvRequests recvs;
+    /**
+     * Every post and the release of {@link #sends}, {@link #recvs} and the queue pair go through it: a loop the
+     * transport gave up on may still post after the fabric closed this queue pair (see {@link PostGate}).
+     */
+    private final PostGate gate = new PostGate(this::describe);
     private final InetSocketAddress local;
     private final InetSocketAddress peer;
     private volatile byte[] peerPrivateData;
@@ -260,6 +265,15 @@ final class VerbsQueuePair implements QueuePair {
 
     @Override
     public void postSend(SendList list) throws FabricException {
+        gate.enter("rdma_post_sendv");
+        try {
+            postSendInGate(list);
+        } finally {
+            gate.exit();
+        }
+    }
+
+    private void postSendInGate(SendList list) throws FabricException {
         SendRequests native_ = sends;
         native_.clear();
         int n = list.size();
@@ -300,6 +314,15 @@ final class VerbsQueuePair implements QueuePair {
             throw new FabricException("ibv_post_recv: queue pair " + qpNumber() + " takes its receives from a shared "
                     + "receive queue");
         }
+        gate.enter("rdma_post_recvv");
+        try {
+            postRecvInGate(list);
+        } finally {
+            gate.exit();
+        }
+    }
+
+    private void postRecvInGate(RecvList list) throws FabricException {
         RecvRequests native_ = recvs;
         native_.clear();
         int n = list.size();
@@ -352,8 +375,6 @@ final class VerbsQueuePair implements QueuePair {
         }
         fabric.disown(this);
         fabric.untrack(this);
-        sends.close();
-        recvs.close();
         if (fabric.isPortDown(device, onPort)) {
             try {
                 qp.moveToError(); // nothing posted any more; stays quiet until destroyed
@@ -363,7 +384,7 @@ final class VerbsQueuePair implements QueuePair {
             // the queue pair itself goes now (ibv_destroy_qp sends nothing), so its completion queue can go with the
             // transport; only the id, whose destruction sends a DREQ, waits for the port
             int qpNumber = qp.qpNumber();
-            id.destroyQueuePair();
+            destroyQueuePairAndLists();
             LOG.debug("queue pair {} to {} destroyed; its rdma_cm id goes once port {} of {} is back", qpNumber,
                     describePeer(), onPort, device.name());
             fabric.destroyWhenPortUp(device, onPort, this::destroyId);
@@ -372,8 +393,25 @@ final class VerbsQueuePair implements QueuePair {
         // the queue pair goes here, so nothing reads or writes the connection's memory once this returns; the id
         // goes on the fabric's destroyer: rdma_destroy_id may wait for a DREQ the peer never answers
         String what = "qp " + qp.qpNumber() + " to " + describePeer();
-        id.destroyQueuePair();
+        destroyQueuePairAndLists();
         fabric.destroyIdLater(this::destroyId, what);
+    }
+
+    /**
+     * Destroys the queue pair and frees the native lists it was posted through, inside the {@link #gate}: once no
+     * post is under way, and no post after (a loop the transport gave up on may still try one; it now fails).
+     */
+    private void destroyQueuePairAndLists() {
+        gate.release(() -> {
+            id.destroyQueuePair();
+            sends.close();
+            recvs.close();
+        });
+    }
+
+    /** Names the queue pair in errors: its number and peer. */
+    private String describe() {
+        return "queue pair " + qp.qpNumber() + " to " + describePeer();
     }
 
     /**
