@@ -21,8 +21,8 @@ public interface ChannelAcceptor {
 
     /**
      * The connection is established: rdma_cm reported it, or the peer's first frame arrived, whichever came first.
-     * Called once, on the connection-manager thread or the channel's completion loop, before any frame is
-     * delivered. Returns the handler for the channel's events; returning null or throwing closes the connection
+     * Called once, on the channel's completion loop (never on the connection-manager thread, which serves every
+     * connection: it may take its time), before any frame is delivered. Returns the handler for the channel's events; returning null or throwing closes the connection
      * (the peer sees it disconnected; it was told nothing else, since it is connected already).
      */
     ChannelHandler onAccepted(RdmaChannel channel);

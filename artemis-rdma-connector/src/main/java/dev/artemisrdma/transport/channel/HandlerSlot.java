@@ -16,10 +16,13 @@ import dev.artemisrdma.transport.fabric.FabricException;
  * {@code Connection}).
  *
  * <p>Two threads can see a passive connection established (the connection-manager thread with rdma_cm's
- * ESTABLISHED, the completion loop with the peer's first frame), and a third may be releasing it (a handshake
- * deadline): this monitor makes them agree on one handler, and makes the close notice agree with them: a handler is
- * made only while the channel is still connecting and the notice not taken, so no handler misses its onClosed and
- * none is made for a channel already gone. Reads of the handler are one volatile read.
+ * ESTABLISHED, the completion loop with the peer's first frame), but only the loop makes the handler: the
+ * connection-manager thread, finding it {@link #toMake}, leaves it to the loop, since it serves every connection of
+ * the fabric and must never wait for the application (issue 37, hole 6: a slow Artemis connection plugin held every
+ * CM event). Another thread may be releasing the channel (a handshake deadline, a close): this monitor makes the
+ * close notice agree with the making: a handler is made only while the channel is still connecting and the notice
+ * not taken, so no handler misses its onClosed and none is made for a channel already gone. Reads of the handler
+ * are one volatile read.
  */
 final class HandlerSlot {
 
@@ -49,14 +52,19 @@ final class HandlerSlot {
         this.factory = factory;
     }
 
+    /** Passive side: the handler is still to be made (made on the loop thread, see the class comment). */
+    boolean toMake() {
+        return handler == null && factory != null;
+    }
+
     /** The handler, or null while a passive connection is not established (or was released before it was). */
     ChannelHandler get() {
         return handler;
     }
 
     /**
-     * Makes the handler if it is still to be made, before the channel opens; the other thread that sees the
-     * connection established waits here for it. Returns the refusal when the application refused (returned null or
+     * Makes the handler if it is still to be made, before the channel opens; on the channel's loop thread (a
+     * thread closing the channel meanwhile waits here for it before it takes the notice). Returns the refusal when the application refused (returned null or
      * threw): the channel then opens with a handler that drops frames, and must fail at once with that cause.
      * Makes nothing when the channel stopped connecting meanwhile ({@code connecting} false): the application never
      * hears of it.

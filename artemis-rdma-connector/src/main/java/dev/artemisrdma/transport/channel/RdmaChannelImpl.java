@@ -108,6 +108,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
+    /** rdma_cm said ESTABLISHED and left the making of the handler and the open to the loop's tick (see openOnLoop). */
+    private volatile boolean openOnLoop;
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
@@ -291,6 +293,10 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return new QueuePairEvents() {
             @Override
             public void established(QueuePair queuePair) {
+                if (handler.toMake()) {
+                    openOnLoop();
+                    return;
+                }
                 onEstablished();
             }
 
@@ -398,6 +404,22 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     public void activeEstablished(Handshake.Params peer) throws FabricException {
         setPeer(peer);
         onEstablished();
+    }
+
+    /**
+     * rdma_cm's ESTABLISHED for a passive channel whose handler is still to be made (connection-manager thread): the
+     * handler is made, and the channel opened, on the channel's completion loop at its next tick, which this wakes.
+     * The application's {@code onAccepted} (for Artemis a {@code Connection}, with its plugins) may take as long as it
+     * likes there; on this thread it would hold every connection event of the fabric, and when the peer's first frame
+     * had the loop making it already, this thread would wait for the loop (issue 37, hole 6). The loop may also be the
+     * one making it now: then its tick finds the channel open and does nothing.
+     */
+    private void openOnLoop() {
+        openOnLoop = true;
+        CompletionLoop loop = resources.loop();
+        if (loop != null) {
+            loop.wake(); // ticks every channel of the loop, this one included
+        } // else never bound: nothing to open (released, or its loop failed and released it)
     }
 
     private void onEstablished() {
@@ -1050,6 +1072,10 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      */
     @Override
     public boolean tick(long now) {
+        if (openOnLoop) {
+            openOnLoop = false;
+            onEstablished(); // see openOnLoop(): the handler is made here, on the loop thread
+        }
         boolean notifyWritable;
         boolean notifyClosed;
         boolean pending;
