@@ -108,8 +108,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
-    /** rdma_cm said ESTABLISHED and left the making of the handler and the open to the loop's tick (see openOnLoop). */
+    /**
+     * rdma_cm said ESTABLISHED and left the making of the handler and the open to the loop's tick (see openOnLoop);
+     * written under {@link #lock}, volatile for the tick's look without it.
+     */
     private volatile boolean openOnLoop;
+    /** A peer's disconnect that came while {@link #openOnLoop}: applied right after the open (under the lock). */
+    private String disconnectAfterOpen;
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
@@ -304,6 +309,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             public void disconnected(QueuePair queuePair, String reason) {
                 lock.lock();
                 try {
+                    if (openOnLoop) {
+                        // rdma_cm said ESTABLISHED and the loop has not opened the channel yet: it disconnects right
+                        // after the open, in the order rdma_cm reported them (see openOnLoop())
+                        disconnectAfterOpen = reason;
+                        return;
+                    }
                     life.peerDisconnected(reason);
                 } finally {
                     lock.unlock();
@@ -415,11 +426,35 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * one making it now: then its tick finds the channel open and does nothing.
      */
     private void openOnLoop() {
-        openOnLoop = true;
+        lock.lock();
+        try {
+            openOnLoop = true;
+        } finally {
+            lock.unlock();
+        }
         CompletionLoop loop = resources.loop();
         if (loop != null) {
             loop.wake(); // ticks every channel of the loop, this one included
         } // else never bound: nothing to open (released, or its loop failed and released it)
+    }
+
+    /**
+     * The loop's half of {@link #openOnLoop()}: makes the handler and opens, then applies a peer's disconnect that
+     * rdma_cm reported meanwhile, so that it follows the open as it followed ESTABLISHED.
+     */
+    private void openOnTick() {
+        onEstablished();
+        lock.lock();
+        try {
+            openOnLoop = false;
+            String reason = disconnectAfterOpen;
+            disconnectAfterOpen = null;
+            if (reason != null) {
+                life.peerDisconnected(reason);
+            }
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void onEstablished() {
@@ -477,7 +512,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         boolean releasedHere;
         lock.lock();
         try {
-            why = life.expireHandshake(timeout);
+            // rdma_cm said ESTABLISHED and the loop is about to open it: established, not expired
+            why = openOnLoop ? null : life.expireHandshake(timeout);
             if (why == null) {
                 return false;
             }
@@ -890,6 +926,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             return false;
         }
         touched = true;
+        if (openOnLoop) {
+            // rdma_cm said ESTABLISHED before these completions (a frame, or the flushes of the peer's disconnect):
+            // open first, as that thread did when it made the handler itself, so a peer that connects and leaves
+            // at once is still an accepted connection that closed
+            openOnTick();
+        }
         return true;
     }
 
@@ -1073,8 +1115,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     @Override
     public boolean tick(long now) {
         if (openOnLoop) {
-            openOnLoop = false;
-            onEstablished(); // see openOnLoop(): the handler is made here, on the loop thread
+            openOnTick(); // see openOnLoop(): the handler is made here, on the loop thread
         }
         boolean notifyWritable;
         boolean notifyClosed;
