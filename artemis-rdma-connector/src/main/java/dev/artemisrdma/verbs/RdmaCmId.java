@@ -358,6 +358,9 @@ public final class RdmaCmId implements AutoCloseable {
             destroyQueuePair();
             closed = true;
         }
+        // Not limited, and no peer can make it repeat: rdma_destroy_id fails only on an id that is not a valid one of
+        // ours (a bug), never on what the peer did (a DREQ unanswered makes it wait, not fail), and this package
+        // lies below the transport's LogLimiter.
         if (RdmaCm.rdma_destroy_id(id) != 0) {
             org.slf4j.LoggerFactory.getLogger(RdmaCmId.class).warn("rdma_destroy_id failed: {}",
                     Errno.describe(Errno.last()));

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.LogCapture;
@@ -103,6 +104,64 @@ class PeerLogFloodTest {
             long expired = s.stats().accepted();
             assertTrue(expired > BOUND, "requests accepted, then expired: " + expired);
             assertBounded(log.count("did not complete its handshake within"), expired, "stalled handshakes");
+        } finally {
+            fabric.close();
+        }
+    }
+
+    /** A server handler that fails in its callbacks other than onFrame, as an application may on a peer's doing. */
+    private static final class FailingCallbacks extends Peers.Recorder {
+        @Override
+        public void onEndOfBatch(RdmaChannel channel) {
+            throw new IllegalStateException("the application failed after the peer's frames");
+        }
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            super.onClosed(channel, cause);
+            throw new IllegalStateException("the application failed on a closed connection");
+        }
+    }
+
+    /**
+     * Issue 37, hole 7: a handler that fails after every batch of a peer's frames, or on every connection a peer
+     * opens and closes, used to cost a log line each (RdmaChannelImpl's "handler callback failed" and "onClosed
+     * failed").
+     */
+    @Test
+    void handlerCallbacksThatFailOnAPeersDoingAreLoggedAtMostTheLimit() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig config = TransportConfig.builder().busyPollMicros(0).build();
+        try (RdmaTransport server = RdmaTransport.create(fabric, config);
+             RdmaTransport client = RdmaTransport.create(fabric, config);
+             LogCapture log = new LogCapture()) {
+            List<FailingCallbacks> handlers = new java.util.concurrent.CopyOnWriteArrayList<>();
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> {
+                FailingCallbacks h = new FailingCallbacks();
+                handlers.add(h);
+                return h;
+            });
+            RdmaChannel peer = client.connect(s.localAddress(), new Peers.Recorder());
+            Peers.await("the server's handler", 10_000, () -> handlers.size() == 1);
+            for (int i = 0; i < FLOOD; i++) {
+                peer.write(java.nio.ByteBuffer.wrap(Peers.payload(37, i, 64)), true);
+                int delivered = i + 1;
+                // one frame a batch: each batch ends with a failing onEndOfBatch
+                Peers.await("frame " + i, 10_000, () -> handlers.get(0).count() == delivered);
+            }
+            peer.close();
+            for (int i = 1; i < FLOOD; i++) {
+                client.connect(s.localAddress(), new Peers.Recorder()).close();
+                int made = i + 1;
+                Peers.await("connection " + i + " closed on the server", 10_000,
+                        () -> handlers.size() == made && handlers.get(made - 1).closed.isDone());
+            }
+            Peers.await("every server channel gone", 10_000, () -> server.channelCount() == 0);
+            long afterBatch = log.count("handler callback failed");
+            long onClosed = log.count("onClosed failed");
+            assertTrue(afterBatch > 0 && onClosed > 0, "both failures are logged (within the limit)");
+            assertBounded(afterBatch, FLOOD, "batches the handler failed after");
+            assertBounded(onClosed, FLOOD, "connections whose onClosed failed");
         } finally {
             fabric.close();
         }

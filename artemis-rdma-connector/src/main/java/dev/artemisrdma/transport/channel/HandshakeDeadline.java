@@ -7,7 +7,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 
@@ -21,6 +23,8 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
 public final class HandshakeDeadline implements QueuePairEvents {
 
     private static final Logger LOG = LoggerFactory.getLogger(HandshakeDeadline.class);
+    private static final LogLimiter RELEASE_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "connections whose release at the handshake deadline failed");
 
     private final RdmaChannelImpl channel;
     private final QueuePairEvents events;
@@ -66,7 +70,9 @@ public final class HandshakeDeadline implements QueuePairEvents {
         try {
             channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
         } catch (RuntimeException | Error e) {
-            LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
+            if (RELEASE_FAILED.admit()) { // a peer that never completes its handshake gets here at will
+                LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
+            }
         } finally {
             onEnd.run();
         }

@@ -83,6 +83,12 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             "handshakes that passed their deadline");
     private static final LogLimiter HANDLER_FAILED = LogLimiter.site(LOG, Level.ERROR,
             "frames the handler failed on");
+    // the application's other callbacks may fail on what a peer sent (onEndOfBatch after its frames), or on every
+    // connection a peer opens and closes (onClosed): as often as the peer likes (issue 37, hole 7)
+    private static final LogLimiter CALLBACK_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "handler callbacks (end of batch, writable) that failed");
+    private static final LogLimiter ON_CLOSED_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "onClosed callbacks that failed");
     /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
     public static final long CLOSE_GRACE_NANOS = ChannelLifecycle.CLOSE_GRACE_NANOS;
 
@@ -1147,7 +1153,9 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 h.onWritable(this);
             }
         } catch (RuntimeException | Error e) {
-            LOG.error("channel {} ({}): handler callback failed", id, describe(remote), e);
+            if (CALLBACK_FAILED.admit()) {
+                LOG.error("channel {} ({}): handler callback failed", id, describe(remote), e);
+            }
         }
         if (notifyClosed) {
             notifyClosed();
@@ -1173,7 +1181,9 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             try {
                 h.onClosed(this, notice.cause());
             } catch (RuntimeException | Error e) {
-                LOG.error("channel {} ({}): onClosed failed", id, describe(remote), e);
+                if (ON_CLOSED_FAILED.admit()) {
+                    LOG.error("channel {} ({}): onClosed failed", id, describe(remote), e);
+                }
             }
         }
     }

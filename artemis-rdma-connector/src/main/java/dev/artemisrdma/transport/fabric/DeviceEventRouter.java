@@ -49,6 +49,8 @@ public final class DeviceEventRouter implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(DeviceEventRouter.class);
     /** A peer can make its queue pairs fail at will (QP_REQ_ERR, QP_ACCESS_ERR): limited, summarised. */
+    private static final LogLimiter FAILING_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "connections whose failing on a device event failed");
     private static final LogLimiter QUEUE_PAIR_FAILED = LogLimiter.site(LOG, Level.WARN,
             "queue pairs that went to error");
 
@@ -330,7 +332,9 @@ public final class DeviceEventRouter implements AutoCloseable {
             try {
                 e.events.disconnected(e.queuePair, reason);
             } catch (RuntimeException ex) {
-                LOG.error("failing {} ({}) failed", e.queuePair, reason, ex);
+                if (FAILING_FAILED.admit()) { // per queue pair: a peer can put its own in error at will
+                    LOG.error("failing {} ({}) failed", e.queuePair, reason, ex);
+                }
             }
         }
     }

@@ -9,12 +9,14 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.SharedReceivePool;
 import dev.artemisrdma.transport.stats.LoopStats;
@@ -57,6 +59,12 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
 public final class CompletionLoop implements Runnable {
 
     private static final Logger LOG = LoggerFactory.getLogger(CompletionLoop.class);
+    /**
+     * A channel failing on its completions, ticks or writers' flushes: a bug, but one a peer can make happen with
+     * every batch it sends or connection it opens, so limited per site (issue 37, hole 7).
+     */
+    private static final LogLimiter CHANNEL_FAILED = LogLimiter.site(LOG, Level.ERROR,
+            "channels that failed in their loop (completions, writers' flushes, ticks, failing)");
     private static final int BATCH = 64;
     /** Empty polls retried in native code per busy-poll step: one JNI transition per completion, not per poll. */
     private static final int NATIVE_SPINS = 1024;
@@ -599,7 +607,9 @@ public final class CompletionLoop implements Runnable {
                 try {
                     ch.loopFailed(why);
                 } catch (RuntimeException | Error t) {
-                    LOG.error("{}: failing channel {} failed", name, ch.id(), t);
+                    if (CHANNEL_FAILED.admit()) {
+                        LOG.error("{}: failing channel {} failed", name, ch.id(), t);
+                    }
                 }
             }
         }
@@ -641,7 +651,9 @@ public final class CompletionLoop implements Runnable {
                 deadlineSeen |= ch.flushLeftToLoop();
             } catch (RuntimeException e) {
                 deadlineSeen = true;
-                LOG.error("{}: channel {} failed to post what its writers queued", name, ch.id(), e);
+                if (CHANNEL_FAILED.admit()) {
+                    LOG.error("{}: channel {} failed to post what its writers queued", name, ch.id(), e);
+                }
             }
         }
     }
@@ -701,7 +713,9 @@ public final class CompletionLoop implements Runnable {
                 deadlineSeen |= ch.endOfBatch();
             } catch (RuntimeException e) {
                 deadlineSeen = true;
-                LOG.error("{}: channel {} failed to process completions", name, ch.id(), e);
+                if (CHANNEL_FAILED.admit()) {
+                    LOG.error("{}: channel {} failed to process completions", name, ch.id(), e);
+                }
             }
         }
         if (shared != null && shared.recallWanted()) {
@@ -749,7 +763,9 @@ public final class CompletionLoop implements Runnable {
                     pending |= ch.tick(now);
                 } catch (RuntimeException e) {
                     pending = true;
-                    LOG.error("{}: channel {} failed on tick", name, ch.id(), e);
+                    if (CHANNEL_FAILED.admit()) {
+                        LOG.error("{}: channel {} failed on tick", name, ch.id(), e);
+                    }
                 }
             }
         }

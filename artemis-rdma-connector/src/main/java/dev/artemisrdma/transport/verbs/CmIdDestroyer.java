@@ -37,6 +37,7 @@ final class CmIdDestroyer {
     /** A destroy slower than this is worth a line: the kernel waited on the peer. */
     private static final long SLOW_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final LogLimiter SLOW = LogLimiter.site(LOG, Level.INFO, "slow rdma_destroy_id calls");
+    private static final LogLimiter FAILED = LogLimiter.site(LOG, Level.WARN, "failed rdma_cm id destroys");
 
     private final ThreadPoolExecutor threads;
     private final AtomicInteger pending = new AtomicInteger();
@@ -64,7 +65,9 @@ final class CmIdDestroyer {
             try {
                 destroy.run();
             } catch (RuntimeException e) {
-                LOG.warn("destroying the rdma_cm id of {} failed: {}", what, e.toString());
+                if (FAILED.admit()) { // one per connection closed: as often as a peer connects and leaves
+                    LOG.warn("destroying the rdma_cm id of {} failed: {}", what, e.toString());
+                }
             } finally {
                 long took = System.nanoTime() - start;
                 if (took > SLOW_NANOS && SLOW.admit()) {
