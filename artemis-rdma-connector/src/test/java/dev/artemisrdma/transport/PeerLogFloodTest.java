@@ -151,10 +151,13 @@ class PeerLogFloodTest {
             }
             peer.close();
             for (int i = 1; i < FLOOD; i++) {
-                client.connect(s.localAddress(), new Peers.Recorder()).close();
+                RdmaChannel next = client.connect(s.localAddress(), new Peers.Recorder());
                 int made = i + 1;
+                // accepted (its handler made) before the peer leaves: a peer that leaves first may never be
+                Peers.await("connection " + i + " accepted", 10_000, () -> handlers.size() == made);
+                next.close();
                 Peers.await("connection " + i + " closed on the server", 10_000,
-                        () -> handlers.size() == made && handlers.get(made - 1).closed.isDone());
+                        () -> handlers.get(made - 1).closed.isDone());
             }
             Peers.await("every server channel gone", 10_000, () -> server.channelCount() == 0);
             long afterBatch = log.count("handler callback failed");
