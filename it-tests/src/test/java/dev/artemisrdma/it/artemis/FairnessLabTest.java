@@ -57,8 +57,8 @@ class FairnessLabTest {
     private static final int PENDING_PER_SOURCE = 64; // maxPendingConnectionsPerSource's default
     private static final int LARGE_MESSAGES = Integer.getInteger("fairness.largeMessages", 200);
     /**
-     * Lines one kind of peer-triggered event may cost the log: 10 per 10 s, then one summary (README, "Limits and
-     * protection"). An attack of N s may write at most this many per kind per started 10 s, plus the window it
+     * Lines one kind of peer-triggered event may cost the log: 10 per 10 s, then one summary (docs/limits.md, "Log
+     * lines and waits"). An attack of N s may write at most this many per kind per started 10 s, plus the window it
      * began in.
      */
     private static final int LINES_PER_KIND_PER_WINDOW = 11;
