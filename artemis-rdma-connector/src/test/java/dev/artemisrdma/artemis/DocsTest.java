@@ -148,7 +148,7 @@ class DocsTest {
     }
 
     /** The checkout's root: the first folder upwards from the working directory with README.md and docs/. */
-    private static Path repositoryRoot() {
+    static Path repositoryRoot() {
         for (Path p = Path.of("").toAbsolutePath(); p != null; p = p.getParent()) {
             if (Files.isRegularFile(p.resolve("README.md")) && Files.isDirectory(p.resolve("docs"))
                     && Files.isDirectory(p.resolve("artemis-rdma-connector"))) {
