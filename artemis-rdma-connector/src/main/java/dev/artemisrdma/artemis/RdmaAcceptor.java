@@ -43,6 +43,10 @@ import org.slf4j.event.Level;
  * <p>Beyond {@code connectionsAllowed} open connections, new ones are refused with the reason. Stopping closes the
  * connections in parallel ({@link BoundedClose}): it waits at most closeTimeout + 1 s for their orderly closes before
  * disconnecting the rest, so peers that withhold credits or have hung cannot hold up a broker's stop.
+ *
+ * <p>Threads: Artemis's management threads start, pause and stop it under this object's monitor; connections arrive
+ * on the fabric's connection-manager thread and open on their completion loops, reading the listener and metrics
+ * through volatile fields.
  */
 final class RdmaAcceptor extends AbstractAcceptor {
 

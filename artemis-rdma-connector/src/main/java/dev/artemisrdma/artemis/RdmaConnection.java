@@ -44,6 +44,10 @@ import org.slf4j.event.Level;
  * sent as one transport frame, straight from registered memory when the packet was encoded into a buffer of
  * {@link #createTransportBuffer}; each received frame is handed to Artemis as one packet ({@code capacity == 4 +
  * length}, {@code readerIndex == 4}). Carries CORE only: no protocol handling, no event loop.
+ *
+ * <p>Threads: Artemis's threads write and close; the channel's completion loop delivers frames and writability and
+ * reports the end; the channel, the protocol connection and the loop thread are published through volatile fields,
+ * close runs once ({@code closed}), and writers waiting for writability wait on {@code writableSignal}.
  */
 final class RdmaConnection implements Connection, ChannelHandler {
 

@@ -56,6 +56,12 @@ import dev.artemisrdma.transport.wire.Handshake;
  * device stop at {@code maxCompletionLoops}; an accepted connection must complete its handshake within
  * {@code handshakeTimeout} ({@link HandshakeDeadline}); send buffer slabs idle for {@value #SLAB_IDLE_SECONDS} s are
  * deregistered. A bound that is reached refuses or fails that one connection, with the reason and the key.
+ *
+ * <p>Threads: {@code connect} runs on the caller's thread; connection requests arrive on the fabric's
+ * connection-manager thread ({@link #onRequest}, one at a time); channels report their end from their completion loop
+ * ({@link #channelClosed}); the transport's timer trims idle slabs and runs handshake deadlines. What they share is
+ * in concurrent collections ({@code channels}, {@code servers}, {@code devices}, {@code sourcePlaces}) and in the
+ * per-source counters, each with its own lock; {@link #close} runs once, on whichever thread calls it first.
  */
 public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
@@ -100,7 +106,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final DeviceListener deviceListener = this::deviceLost;
     /** What all completion loops of this transport may spin together. */
     private final SpinBudget spinBudget = new SpinBudget();
+    /** Read on every path that must refuse work once close began; set once, by the one closer. */
     private volatile boolean closed;
+    private final java.util.concurrent.atomic.AtomicBoolean closing = new java.util.concurrent.atomic.AtomicBoolean();
     /** How long closing waits for each completion loop's thread (see {@link CompletionLoop#stop}). */
     private volatile long loopStopWaitMillis = CompletionLoop.STOP_WAIT_MILLIS;
 
@@ -744,8 +752,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     @Override
     public void close() {
-        if (closed) {
-            return;
+        if (!closing.compareAndSet(false, true)) {
+            return; // one closer: a second close() (any thread) must not tear down what the first is tearing down
         }
         closed = true;
         timer.shutdownNow();

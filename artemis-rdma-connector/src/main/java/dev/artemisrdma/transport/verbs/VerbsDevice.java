@@ -20,7 +20,11 @@ import java.nio.ByteBuffer;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
-/** A {@link FabricDevice} over one verbs device; tracks what it created so the fabric can release leftovers. */
+/**
+ * A {@link FabricDevice} over one verbs device; tracks what it created so the fabric can release leftovers. Any thread
+ * creates through it (transports binding connections, completion loops making their queues); its record of live
+ * objects is a concurrent set, its limits are read once at open and immutable.
+ */
 final class VerbsDevice implements FabricDevice {
 
     private final RdmaDevice device;

@@ -30,6 +30,10 @@ import java.net.InetSocketAddress;
  * A {@link QueuePair} over an rdma_cm id and its verbs queue pair. Converts {@link SendList}/{@link RecvList} into
  * native work-request lists (reused, so posting allocates nothing) and turns connection events into
  * {@link QueuePairEvents} calls.
+ *
+ * <p>Threads: the owning channel's completion loop posts (through {@link PostGate}, which also orders the one release
+ * of the native lists after any post under way); rdma_cm's event thread delivers connection events and the
+ * connecting thread sets it up; connection state and close are under this object's monitor.
  */
 final class VerbsQueuePair implements QueuePair {
 
