@@ -50,12 +50,58 @@ public final class LabHost {
 
     /** Fails with what to do when this JVM is not on host A of a two-host lab. */
     public static void requireTwoHosts() {
+        requireTwoHostLab();
+        wireReady();
+    }
+
+    private static void requireTwoHostLab() {
         if (!twoHosts()) {
             throw new IllegalStateException("this test runs across the wire of the two-host lab: run it with "
                     + "'it-tests/lab/rdma-lab run --hosts 2 --on-b <agent> -- ...' (run-lab-tests does, for the "
                     + "wire group); RDMA_LAB_HOSTS=" + System.getenv("RDMA_LAB_HOSTS") + ", RDMA_LAB_HOST="
                     + System.getenv("RDMA_LAB_HOST"));
         }
+    }
+
+    private static boolean wireChecked;
+
+    /**
+     * Once per JVM, before the first cross-wire test: each host resolves the other's IPv4 and IPv6 neighbour over the
+     * wire. Once, in CI, the first connection after the two-host boot timed out after 10 s with the
+     * listener on A seeing no request at all, while every later one worked; the neighbours, which the passive side's
+     * CM needs to answer a REQ, are what a fresh boot lacks. The time it took is printed.
+     */
+    private static synchronized void wireReady() {
+        if (wireChecked) {
+            return;
+        }
+        wireChecked = true; // once, even when it fails: each test then fails on its own
+        long t0 = System.nanoTime();
+        try {
+            A.sh(resolveNeighbours(B.wireAddress(), B.wireAddress6()));
+            B.sh(resolveNeighbours(A.wireAddress(), A.wireAddress6()));
+        } catch (IOException | InterruptedException | IllegalStateException e) {
+            throw new IllegalStateException("the two-host lab's hosts do not resolve each other across the wire: "
+                    + e.getMessage(), e);
+        }
+        System.out.printf("two-host lab: A and B resolved each other across the wire (IPv4 and IPv6) in %d ms%n",
+                (System.nanoTime() - t0) / 1_000_000);
+    }
+
+    /**
+     * A script that makes the kernel resolve {@code addresses} on the wire (a UDP datagram to the discard port needs
+     * the neighbour; the lab has no ping) and waits up to 5 s until each is resolved.
+     */
+    private static String resolveNeighbours(String... addresses) {
+        StringBuilder script = new StringBuilder();
+        for (String a : addresses) {
+            script.append("ok=; for i in $(seq 50); do (echo x > /dev/udp/").append(a).append("/9) 2>/dev/null; ")
+                    .append("if ip neigh show ").append(a).append(" dev ").append(WIRE_NIC)
+                    .append(" | grep -qE 'REACHABLE|STALE|DELAY|PROBE'; then ok=1; break; fi; sleep 0.1; done; ")
+                    .append("[ -n \"$ok\" ] || { echo \"").append(a).append(" unresolved: $(ip neigh show dev ")
+                    .append(WIRE_NIC).append(")\"; exit 1; }; ");
+        }
+        return script.toString();
     }
 
     public static LabHost a() {
@@ -87,7 +133,7 @@ public final class LabHost {
     private static String env(String name) {
         String v = System.getenv(name);
         if (v == null || v.isEmpty()) {
-            requireTwoHosts();
+            requireTwoHostLab();
             throw new IllegalStateException(name + " is not set");
         }
         return v;
