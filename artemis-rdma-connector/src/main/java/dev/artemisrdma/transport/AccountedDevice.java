@@ -47,11 +47,6 @@ final class AccountedDevice implements FabricDevice {
     }
 
     @Override
-    public boolean supportsImmediateData() {
-        return device.supportsImmediateData();
-    }
-
-    @Override
     public RegisteredMemory register(int bytes) throws FabricException {
         long after = registered.addAndGet(bytes);
         if (after > limit) {

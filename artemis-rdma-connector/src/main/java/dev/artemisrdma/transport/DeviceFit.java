@@ -52,7 +52,7 @@ final class DeviceFit {
         this.device = device.name();
         this.limits = device.limits();
         this.config = config;
-        int reported = limits == null ? DeviceLimits.INLINE_UNKNOWN : limits.maxInlineData();
+        int reported = limits.maxInlineData();
         this.inlineCeiling = new AtomicInteger(reported < 0 ? Integer.MAX_VALUE : reported);
     }
 
@@ -63,9 +63,6 @@ final class DeviceFit {
      *                         configuration states, or the device when it has no reliable-connected queue pairs
      */
     QueuePairSpec fit(QueuePairSpec asked) throws FabricException {
-        if (limits == null) {
-            return asked;
-        }
         if (limits.transport() == DeviceTransport.NO_RELIABLE_CONNECTION) {
             throw new FabricException("RDMA device " + device + " has " + limits.transport().label() + " (AWS EFA "
                     + "offers SRD only, usNIC UDP): artemis-rdma needs reliable-connected queue pairs, as InfiniBand,"
@@ -144,9 +141,6 @@ final class DeviceFit {
     boolean sharesReceives() {
         if (!config.sharedReceiveQueue()) {
             return false;
-        }
-        if (limits == null) {
-            return true;
         }
         String why = !limits.hasSharedReceiveQueues() ? "has no shared receive queues"
                 : config.sharedReceiveSlots() > limits.maxSrqWr() ? "holds at most " + limits.maxSrqWr()

@@ -310,6 +310,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         return ch;
     }
 
+    /** Refuses {@code request} with {@code why}, which the peer reads as the reason; logged through the limiter. */
+    private void rejectLogged(ConnectionRequest request, InetSocketAddress peerAddress, String why) {
+        if (REJECTED.admit()) {
+            LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
+        }
+        request.reject(Handshake.encodeReject(why));
+    }
+
     private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor) {
         InetSocketAddress peerAddress = request.peerAddress();
         if (!config.allowedSources().allows(peerAddress.getAddress())) {
@@ -356,29 +364,20 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         String destroysWaiting = destroys.refusal(source);
         if (destroysWaiting != null) {
             // a source whose closed connections' ids still wait in the kernel (it drops CM messages) gets no more
-            if (REJECTED.admit()) {
-                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), destroysWaiting);
-            }
-            request.reject(Handshake.encodeReject(destroysWaiting));
+            rejectLogged(request, peerAddress, destroysWaiting);
             return;
         }
         Runnable place = backlog.tryAdmit(source);
         if (place == null) {
             String why = backlog.refusal(source);
-            if (REJECTED.admit()) {
-                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
-            }
-            request.reject(Handshake.encodeReject(why));
+            rejectLogged(request, peerAddress, why);
             return;
         }
         // every connection a source holds, pending or established, is capped too
         Runnable slot = sourceConnections.tryAdmit(source);
         if (slot == null) {
             String why = sourceConnections.refusal(source);
-            if (REJECTED.admit()) {
-                LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), why);
-            }
-            request.reject(Handshake.encodeReject(why));
+            rejectLogged(request, peerAddress, why);
             place.run();
             return;
         }
@@ -389,10 +388,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             try {
                 ch.setPeer(peer);
             } catch (FabricException e) {
-                if (REJECTED.admit()) {
-                    LOG.warn("{}: rejected connection from {}: {}", name, describe(peerAddress), e.getMessage());
-                }
-                request.reject(Handshake.encodeReject(e.getMessage()));
+                rejectLogged(request, peerAddress, e.getMessage());
                 return;
             }
             if (resources(request.device()).fit.sharesReceives()) {

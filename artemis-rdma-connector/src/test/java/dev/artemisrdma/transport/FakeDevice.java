@@ -51,7 +51,7 @@ final class FakeDevice implements FabricDevice {
 
     @Override
     public boolean supportsImmediateData() {
-        return !fabric.noImmediateData && fabric.limits.transport().sendsImmediateData();
+        return !fabric.noImmediateData && FabricDevice.super.supportsImmediateData();
     }
 
     @Override

@@ -55,13 +55,13 @@ public final class SourceNetworks {
             throw new IllegalArgumentException(key + ": '" + entry + "' is not an IPv4 or IPv6 address or CIDR "
                     + "block (host names are not accepted)");
         }
-        byte[] address;
+        InetAddress address;
         try {
-            address = InetAddress.getByName(host).getAddress(); // a literal: no name lookup
+            address = InetAddress.getByName(host); // a literal: no name lookup
         } catch (UnknownHostException e) {
             throw new IllegalArgumentException(key + ": '" + entry + "' is not a valid address", e);
         }
-        int bits = address.length * 8;
+        int bits = address.getAddress().length * 8;
         int prefix = bits;
         if (slash >= 0) {
             try {
@@ -73,24 +73,12 @@ public final class SourceNetworks {
                 throw new IllegalArgumentException(key + ": '" + entry + "': the prefix length must be 0.." + bits);
             }
         }
-        byte[] network = mask(address, prefix);
-        if (!java.util.Arrays.equals(network, address)) {
+        InetAddress network = SourceAddresses.network(address, prefix);
+        if (!network.equals(address)) {
             throw new IllegalArgumentException(key + ": '" + entry + "' has host bits set beyond /" + prefix
-                    + "; did you mean " + literal(network) + "/" + prefix + "?");
+                    + "; did you mean " + network.getHostAddress() + "/" + prefix + "?");
         }
         return new Block(network, prefix);
-    }
-
-    private static byte[] mask(byte[] address, int prefix) {
-        return SourceAddresses.mask(address, prefix);
-    }
-
-    static String literal(byte[] address) {
-        try {
-            return InetAddress.getByAddress(address).getHostAddress();
-        } catch (UnknownHostException e) {
-            throw new IllegalStateException(e);
-        }
     }
 
     /** Whether {@code source} may connect. */
@@ -98,9 +86,9 @@ public final class SourceNetworks {
         if (blocks.isEmpty()) {
             return true;
         }
-        byte[] address = source.getAddress();
         for (Block b : blocks) {
-            if (b.network.length == address.length && java.util.Arrays.equals(b.network, mask(address, b.prefix))) {
+            // an IPv4 block never equals an IPv6 network, nor the reverse
+            if (b.network.equals(SourceAddresses.network(source, b.prefix))) {
                 return true;
             }
         }
@@ -119,7 +107,7 @@ public final class SourceNetworks {
         }
         StringBuilder s = new StringBuilder();
         for (Block b : blocks) {
-            s.append(s.length() == 0 ? "" : ",").append(literal(b.network)).append('/').append(b.prefix);
+            s.append(s.length() == 0 ? "" : ",").append(b.network.getHostAddress()).append('/').append(b.prefix);
         }
         return s.toString();
     }
@@ -134,6 +122,6 @@ public final class SourceNetworks {
         return toString().hashCode();
     }
 
-    private record Block(byte[] network, int prefix) {
+    private record Block(InetAddress network, int prefix) {
     }
 }

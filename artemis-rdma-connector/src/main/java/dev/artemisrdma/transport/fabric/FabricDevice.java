@@ -5,13 +5,16 @@ public interface FabricDevice {
 
     String name();
 
+    /** The device's limits and transport; never null. */
     DeviceLimits limits();
 
     /**
      * Whether SENDs on this device may carry immediate data (IBV_WR_SEND_WITH_IMM): InfiniBand and RoCE devices, not
-     * iWARP ones. Without it, fragments keep their header in band whatever the peer reads.
+     * iWARP ones, as its transport says. Without it, fragments keep their header in band whatever the peer reads.
      */
-    boolean supportsImmediateData();
+    default boolean supportsImmediateData() {
+        return limits().transport().sendsImmediateData();
+    }
 
     /**
      * Allocates a page-aligned slab of {@code bytes} and registers it for local write only (no remote keys are

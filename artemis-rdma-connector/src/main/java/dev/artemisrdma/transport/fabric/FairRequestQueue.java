@@ -63,6 +63,12 @@ public final class FairRequestQueue<K, R> {
         return round;
     }
 
+    /** Requests of {@code source} waiting now. */
+    public int waiting(K source) {
+        ArrayDeque<R> queue = bySource.get(source);
+        return queue == null ? 0 : queue.size();
+    }
+
     public boolean isEmpty() {
         return total == 0;
     }

@@ -13,7 +13,7 @@ public final class SourceAddresses {
     }
 
     /** {@code address} with every bit beyond the first {@code prefix} cleared. */
-    public static byte[] mask(byte[] address, int prefix) {
+    private static byte[] mask(byte[] address, int prefix) {
         byte[] masked = address.clone();
         for (int i = 0; i < masked.length; i++) {
             int keep = Math.max(0, Math.min(8, prefix - i * 8));

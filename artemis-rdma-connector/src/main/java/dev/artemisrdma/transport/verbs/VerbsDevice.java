@@ -34,8 +34,8 @@ final class VerbsDevice implements FabricDevice {
     VerbsDevice(RdmaDevice device) {
         this.device = device;
         this.limits = new DeviceLimits(device.maxQpWr(), device.maxSge(), device.maxCqe(), device.maxMrSize(),
-                device.activeMtu(), device.maxSrq(), device.maxSrqWr(), Math.max(DeviceLimits.INLINE_UNKNOWN,
-                device.maxInlineData()), DeviceTransport.ofVerbs(device.transportType()));
+                device.activeMtu(), device.maxSrq(), device.maxSrqWr(), device.maxInlineData(),
+                DeviceTransport.ofVerbs(device.transportType()));
     }
 
     RdmaDevice rdmaDevice() {
@@ -50,11 +50,6 @@ final class VerbsDevice implements FabricDevice {
     @Override
     public DeviceLimits limits() {
         return limits;
-    }
-
-    @Override
-    public boolean supportsImmediateData() {
-        return device.supportsImmediateData();
     }
 
     @Override

@@ -601,9 +601,10 @@ public final class VerbsFabric implements Fabric {
         InetAddress host = peer == null ? null : SourceAddresses.host(peer.getAddress());
         if (!requests.offer(host, request)) {
             if (FLOODED.admit()) {
-                LOG.warn("connection request from {} refused unread: {} requests of its host wait already (at most "
-                        + "{} per host, {} in all)", peer == null ? "an unknown peer" : Endpoints.describe(peer),
-                        REQUESTS_PER_HOST, REQUESTS_PER_HOST, REQUESTS_WAITING);
+                LOG.warn("connection request from {} refused unread: {} requests of its host and {} in all wait "
+                        + "already (at most {} per host, {} in all)",
+                        peer == null ? "an unknown peer" : Endpoints.describe(peer), requests.waiting(host),
+                        requests.size(), REQUESTS_PER_HOST, REQUESTS_WAITING);
             }
             refuseUnread(request);
         }

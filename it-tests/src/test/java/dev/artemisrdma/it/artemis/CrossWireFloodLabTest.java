@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -15,9 +14,9 @@ import org.junit.jupiter.api.Timeout;
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.hosts.LabHost;
+import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -40,23 +39,17 @@ class CrossWireFloodLabTest {
 
     @Test
     void aFloodFromHostBDoesNotDelayAClientFromAnotherAddress() throws Exception {
-        int port = Lab.freshPort();
-        InetSocketAddress listen = new InetSocketAddress(LabHost.a().wireAddress(), port);
-        TransportConfig defaults = TransportConfig.defaults();
-        try (VerbsFabric fabric = new VerbsFabric();
-             RdmaTransport server = RdmaTransport.create(fabric, defaults);
-             RdmaTransport honest = RdmaTransport.create(fabric, defaults)) {
-            RdmaServer listening = server.listen(listen, channel -> SILENT);
-            List<Long> before = connects(honest, listening.localAddress(), 5);
+        try (Listener a = Listener.onA()) {
+            List<Long> before = a.connects(5);
             try (JavaProcess flood = JavaProcess.driven("flood-from-b", FloodMain.class).on(LabHost.b())
-                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(port), String.valueOf(FLOOD))) {
+                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(a.port), String.valueOf(FLOOD))) {
                 flood.await("MADE", 300);
-                List<Long> during = connects(honest, listening.localAddress(), HONEST_CONNECTS);
+                List<Long> during = a.connects(HONEST_CONNECTS);
                 String flooded = flood.await(FloodMain.FLOODED, 300);
-                long refused = listening.stats().refused();
+                long refused = a.listening.stats().refused();
                 System.out.printf("flood lab: %s; the listener refused %d and accepted %d; a client from %s "
                         + "connected in %s ms before the flood and %s ms during it%n", flooded, refused,
-                        listening.stats().accepted(), LabHost.a().wireAddress(), before, during);
+                        a.listening.stats().accepted(), LabHost.a().wireAddress(), before, during);
                 for (long ms : during) {
                     assertTrue(ms <= WITHIN_MILLIS, "a connect from another address took " + ms + " ms during the "
                             + "flood (all: " + during + "; " + flooded + ")");
@@ -67,12 +60,8 @@ class CrossWireFloodLabTest {
                 assertTrue(flood.awaitExit(60));
             }
             // what the listener accepted for the flood ends at its handshake deadline or with the flood's ids
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (server.channelCount() > 0 && System.nanoTime() < deadline) {
-                Thread.sleep(200);
-            }
-            assertEquals(0, server.channelCount(), "the listener still holds connections of the flood");
-            List<Long> after = connects(honest, listening.localAddress(), 5);
+            a.awaitNoChannels("the listener still holds connections of the flood");
+            List<Long> after = a.connects(5);
             for (long ms : after) {
                 assertTrue(ms <= WITHIN_MILLIS, "after the flood a connect took " + ms + " ms: " + after);
             }
@@ -86,24 +75,19 @@ class CrossWireFloodLabTest {
      */
     @Test
     void oneHostHoldsAtMostMaxConnectionsPerSourceAndOthersStillConnect() throws Exception {
-        int port = Lab.freshPort();
-        InetSocketAddress listen = new InetSocketAddress(LabHost.a().wireAddress(), port);
-        TransportConfig defaults = TransportConfig.defaults();
-        try (VerbsFabric fabric = new VerbsFabric();
-             RdmaTransport server = RdmaTransport.create(fabric, defaults);
-             RdmaTransport honest = RdmaTransport.create(fabric, defaults)) {
-            RdmaServer listening = server.listen(listen, channel -> SILENT);
+        try (Listener a = Listener.onA()) {
             try (JavaProcess many = JavaProcess.driven("many-from-b", ManyConnectionsMain.class).on(LabHost.b())
-                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(port), "600")) {
+                    .jvm("-Xmx512m").start(LabHost.a().wireAddress(), String.valueOf(a.port), "600")) {
                 String opened = many.await(ManyConnectionsMain.OPENED, 400);
-                int held = server.channelCount();
-                List<Long> during = connects(honest, listening.localAddress(), 10);
+                int held = a.server.channelCount();
+                List<Long> during = a.connects(10);
                 System.out.printf("many connections lab: host B %s; the listener holds %d; a client from %s "
                         + "connected in %s ms meanwhile%n", opened, held, LabHost.a().wireAddress(), during);
-                assertTrue(opened.startsWith(ManyConnectionsMain.OPENED + " " + defaults.maxConnectionsPerSource()
+                int cap = TransportConfig.defaults().maxConnectionsPerSource();
+                assertTrue(opened.startsWith(ManyConnectionsMain.OPENED + " " + cap
                         + " REFUSED 88 FIRST-REFUSAL "), opened);
                 assertTrue(opened.contains("maxConnectionsPerSource"), opened);
-                assertEquals(defaults.maxConnectionsPerSource(), held, "connections the listener holds for host B");
+                assertEquals(cap, held, "connections the listener holds for host B");
                 for (long ms : during) {
                     assertTrue(ms <= WITHIN_MILLIS, "a connect from another address took " + ms + " ms: " + during);
                 }
@@ -111,35 +95,65 @@ class CrossWireFloodLabTest {
                 many.await("CLOSED", 300);
                 assertTrue(many.awaitExit(120));
             }
+            a.awaitNoChannels("the listener still holds host B's connections");
+        }
+    }
+
+    /**
+     * A listener on A's wire address with the defaults, and a transport of A's own that connects to it from another
+     * address than host B's: the well-behaved client.
+     */
+    private record Listener(VerbsFabric fabric, RdmaTransport server, RdmaTransport honest, RdmaServer listening,
+                            int port) implements AutoCloseable {
+
+        static Listener onA() throws FabricException {
+            int port = Lab.freshPort();
+            VerbsFabric fabric = new VerbsFabric();
+            RdmaTransport server = null;
+            RdmaTransport honest = null;
+            try {
+                server = RdmaTransport.create(fabric, TransportConfig.defaults());
+                honest = RdmaTransport.create(fabric, TransportConfig.defaults());
+                RdmaServer listening = server.listen(new InetSocketAddress(LabHost.a().wireAddress(), port),
+                        channel -> new Peers.Recorder());
+                return new Listener(fabric, server, honest, listening, port);
+            } catch (FabricException | RuntimeException e) {
+                new Listener(fabric, server, honest, null, port).close();
+                throw e;
+            }
+        }
+
+        /** {@code n} connects of the honest client, each closed at once; their times in milliseconds. */
+        List<Long> connects(int n) throws FabricException, InterruptedException {
+            List<Long> times = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                long t0 = System.nanoTime();
+                RdmaChannel ch = honest.connect(listening.localAddress(), new Peers.Recorder());
+                times.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+                ch.close();
+                Thread.sleep(50);
+            }
+            return times;
+        }
+
+        /** Waits up to 60 s until the listener holds no connection, failing with {@code why} when it still does. */
+        void awaitNoChannels(String why) throws InterruptedException {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (server.channelCount() > 0 && System.nanoTime() < deadline) {
                 Thread.sleep(200);
             }
-            assertEquals(0, server.channelCount(), "the listener still holds host B's connections");
-        }
-    }
-
-    /** {@code n} connects to {@code to}, each closed at once; their times in milliseconds. */
-    private static List<Long> connects(RdmaTransport client, InetSocketAddress to, int n) throws FabricException,
-            InterruptedException {
-        List<Long> times = new ArrayList<>();
-        for (int i = 0; i < n; i++) {
-            long t0 = System.nanoTime();
-            RdmaChannel ch = client.connect(to, SILENT);
-            times.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
-            ch.close();
-            Thread.sleep(50);
-        }
-        return times;
-    }
-
-    private static final ChannelHandler SILENT = new ChannelHandler() {
-        @Override
-        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+            assertEquals(0, server.channelCount(), why);
         }
 
         @Override
-        public void onClosed(RdmaChannel channel, FabricException cause) {
+        public void close() {
+            if (honest != null) {
+                honest.close();
+            }
+            if (server != null) {
+                server.close();
+            }
+            fabric.close();
         }
-    };
+    }
 }

@@ -3,13 +3,12 @@ package dev.artemisrdma.it.artemis;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -39,7 +38,7 @@ public final class ManyConnectionsMain {
         try (VerbsFabric fabric = new VerbsFabric(); RdmaTransport transport = RdmaTransport.create(fabric, config)) {
             for (int i = 0; i < count; i++) {
                 try {
-                    open.add(transport.connect(to, SILENT));
+                    open.add(transport.connect(to, new Peers.Recorder()));
                 } catch (FabricException e) {
                     if (refused++ == 0) {
                         firstRefusal = e.getMessage();
@@ -56,14 +55,4 @@ public final class ManyConnectionsMain {
             System.out.println("CLOSED");
         }
     }
-
-    private static final ChannelHandler SILENT = new ChannelHandler() {
-        @Override
-        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-        }
-
-        @Override
-        public void onClosed(RdmaChannel channel, FabricException cause) {
-        }
-    };
 }

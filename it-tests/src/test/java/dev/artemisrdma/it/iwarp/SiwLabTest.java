@@ -9,14 +9,12 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.zip.CRC32;
 
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -27,12 +25,11 @@ import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.pairs.PairsReplicationLabTest;
 import dev.artemisrdma.it.wire.WireJmsMain;
+import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
-import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.stats.TransportStats;
 import dev.artemisrdma.transport.verbs.VerbsFabric;
 import dev.artemisrdma.verbs.RdmaDevice;
@@ -77,8 +74,8 @@ class SiwLabTest {
     void framesOfEveryKindCrossSiwWithTheirHeadersInBand() throws Exception {
         int port = Lab.freshPort();
         TransportConfig defaults = TransportConfig.defaults();
-        Frames atServer = new Frames();
-        Frames atClient = new Frames();
+        Peers.Recorder atServer = new Peers.Recorder();
+        Peers.Recorder atClient = new Peers.Recorder();
         long sentBefore = siwBytes(port);
         try (VerbsFabric fabric = new VerbsFabric();
              RdmaTransport server = RdmaTransport.create(fabric, defaults);
@@ -96,15 +93,15 @@ class SiwLabTest {
             List<Long> crcs = new ArrayList<>();
             long payload = 0;
             for (int i = 0; i < sizes.length; i++) {
-                byte[] frame = content(i, sizes[i]);
-                crcs.add(crc(frame));
+                byte[] frame = Peers.payload(36, i, sizes[i]);
+                crcs.add(Peers.crc(frame));
                 payload += 2L * frame.length;
                 boolean flush = i == sizes.length - 1 || sizes[i] > 100; // small ones unflushed: packed
                 c.write(ByteBuffer.wrap(frame), flush);
                 s.write(ByteBuffer.wrap(frame), flush);
             }
-            atServer.await(sizes.length);
-            atClient.await(sizes.length);
+            Peers.await("every frame at both ends", 120_000,
+                    () -> atServer.count() == sizes.length && atClient.count() == sizes.length);
             assertEquals(crcs, atServer.crcs, "frames at the server, in order and intact");
             assertEquals(crcs, atClient.crcs, "frames at the client, in order and intact");
             TransportStats cs = c.stats();
@@ -161,46 +158,6 @@ class SiwLabTest {
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         p.waitFor(30, TimeUnit.SECONDS);
         return out;
-    }
-
-    private static byte[] content(int seq, int size) {
-        byte[] b = new byte[size];
-        long x = seq * 0x9E3779B97F4A7C15L + size;
-        for (int i = 0; i < size; i++) {
-            x = x * 6364136223846793005L + 1442695040888963407L;
-            b[i] = (byte) (x >>> 56);
-        }
-        return b;
-    }
-
-    private static long crc(byte[] b) {
-        CRC32 c = new CRC32();
-        c.update(b);
-        return c.getValue();
-    }
-
-    /** Frames as they arrive: their checksums, in order. */
-    private static final class Frames implements ChannelHandler {
-        final List<Long> crcs = Collections.synchronizedList(new ArrayList<>());
-
-        @Override
-        public void onFrame(RdmaChannel channel, ByteBuffer frame) {
-            CRC32 c = new CRC32();
-            c.update(frame);
-            crcs.add(c.getValue());
-        }
-
-        @Override
-        public void onClosed(RdmaChannel channel, FabricException cause) {
-        }
-
-        void await(int n) throws InterruptedException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-            while (crcs.size() < n && System.nanoTime() < deadline) {
-                Thread.sleep(20);
-            }
-            assertEquals(n, crcs.size(), "frames received");
-        }
     }
 
     /** {@code RESULT key=value ...} of {@link WireJmsMain}. */

@@ -407,11 +407,6 @@ public final class MemoryFabric implements Fabric {
         }
 
         @Override
-        public boolean supportsImmediateData() {
-            return true;
-        }
-
-        @Override
         public RegisteredMemory register(int bytes) throws FabricException {
             return MemoryFabric.this.register(bytes);
         }
