@@ -6,6 +6,7 @@ import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.TlsEngineFactory;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.stats.LoopStats;
 
@@ -18,8 +19,16 @@ interface ChannelTransport extends AutoCloseable {
      */
     RdmaServer listen(InetSocketAddress address, ChannelAcceptor acceptor) throws FabricException;
 
+    /** Listens as above, speaking TLS with engines from {@code tls} when it is not null. */
+    RdmaServer listen(InetSocketAddress address, ChannelAcceptor acceptor, TlsEngineFactory tls)
+            throws FabricException;
+
     /** Connects to a listener, blocking until connected, refused or timed out. */
     RdmaChannel connect(InetSocketAddress address, ChannelHandler handler) throws FabricException;
+
+    /** Connects as above, speaking TLS with an engine from {@code tls} when it is not null. */
+    RdmaChannel connect(InetSocketAddress address, ChannelHandler handler, TlsEngineFactory tls)
+            throws FabricException;
 
     /** Bytes registered by the transport's shared send buffer pools (monitoring); 0 when it has none. */
     default long sendPoolBytes() {

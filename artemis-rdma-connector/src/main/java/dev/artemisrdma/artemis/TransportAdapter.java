@@ -7,6 +7,7 @@ import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.TlsEngineFactory;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.Fabric;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -34,6 +35,18 @@ final class TransportAdapter implements ChannelTransport {
     @Override
     public RdmaChannel connect(InetSocketAddress address, ChannelHandler handler) throws FabricException {
         return transport.connect(address, handler);
+    }
+
+    @Override
+    public RdmaServer listen(InetSocketAddress address, ChannelAcceptor acceptor, TlsEngineFactory tls)
+            throws FabricException {
+        return transport.listen(address, acceptor, tls);
+    }
+
+    @Override
+    public RdmaChannel connect(InetSocketAddress address, ChannelHandler handler, TlsEngineFactory tls)
+            throws FabricException {
+        return transport.connect(address, handler, tls);
     }
 
     @Override

@@ -18,6 +18,7 @@ import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.api.TlsEngineFactory;
 import dev.artemisrdma.transport.channel.ChannelHost;
 import dev.artemisrdma.transport.channel.HandshakeDeadline;
 import dev.artemisrdma.transport.channel.RdmaChannelImpl;
@@ -223,7 +224,20 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
      * anything else.
      */
     public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor) throws FabricException {
+        return listen(bind, acceptor, null);
+    }
+
+    /**
+     * Listens as {@link #listen(InetSocketAddress, ChannelAcceptor)}, speaking TLS when {@code tls} is not null: both
+     * sides state it in the handshake (a peer that does not is refused, the reason naming sslEnabled), and each
+     * connection is offered to {@code acceptor} only once its TLS handshake is done.
+     */
+    public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor, TlsEngineFactory tls)
+            throws FabricException {
         checkOpen();
+        if (tls != null) {
+            throw new UnsupportedOperationException("TLS is being built");
+        }
         RdmaServer[] self = new RdmaServer[1];
         ListenerStats stats = new ListenerStats();
         FabricListener listener = fabric.listen(bind, config.addressing(), request -> onRequest(stats.counting(request), stats, acceptor));
@@ -241,7 +255,19 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
      * {@link #RECALL_RETRY_NANOS}: the listener never waits for the recall on its connection-manager thread.
      */
     public RdmaChannel connect(InetSocketAddress remote, ChannelHandler handler) throws FabricException {
+        return connect(remote, handler, null);
+    }
+
+    /**
+     * Connects as {@link #connect(InetSocketAddress, ChannelHandler)}, speaking TLS when {@code tls} is not null: the
+     * call returns once the TLS handshake is done too, within connectTimeout plus the factory's handshake timeout.
+     */
+    public RdmaChannel connect(InetSocketAddress remote, ChannelHandler handler, TlsEngineFactory tls)
+            throws FabricException {
         checkOpen();
+        if (tls != null) {
+            throw new UnsupportedOperationException("TLS is being built");
+        }
         if (handler == null) {
             throw new IllegalArgumentException("handler is required");
         }
