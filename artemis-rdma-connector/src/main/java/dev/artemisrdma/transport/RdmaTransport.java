@@ -7,8 +7,11 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.ToLongFunction;
@@ -19,6 +22,8 @@ import org.slf4j.event.Level;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.api.TlsEngineFactory;
+import javax.net.ssl.SSLEngine;
+import dev.artemisrdma.transport.tls.TlsChannel;
 import dev.artemisrdma.transport.channel.ChannelHost;
 import dev.artemisrdma.transport.channel.HandshakeDeadline;
 import dev.artemisrdma.transport.channel.RdmaChannelImpl;
@@ -109,6 +114,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final SpinBudget spinBudget = new SpinBudget();
     /** Read on every path that must refuse work once close began; set once, by the one closer. */
     private volatile boolean closed;
+    /** Runs the closes of TLS handshakes past their deadline (2 threads, idle ones end). */
+    private final ExecutorService tlsClosers;
     private final java.util.concurrent.atomic.AtomicBoolean closing = new java.util.concurrent.atomic.AtomicBoolean();
     /** How long closing waits for each completion loop's thread (see {@link CompletionLoop#stop}). */
     private volatile long loopStopWaitMillis = CompletionLoop.STOP_WAIT_MILLIS;
@@ -129,6 +136,15 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         });
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
+        // closes a TLS handshake's deadline asks for: a close waits for its channel, the timer must not
+        ThreadPoolExecutor closers = new ThreadPoolExecutor(2, 2, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+                r -> {
+                    Thread thread = new Thread(r, name + "-tls-close");
+                    thread.setDaemon(true);
+                    return thread;
+                });
+        closers.allowCoreThreadTimeOut(true);
+        this.tlsClosers = closers;
         timer.scheduleWithFixedDelay(this::trimIdleSlabs, SLAB_IDLE_SECONDS, SLAB_IDLE_SECONDS, TimeUnit.SECONDS);
         timer.scheduleWithFixedDelay(LogLimiter::flushAll, 1, 1, TimeUnit.SECONDS); // summaries of quiet sites
         fabric.addDeviceListener(deviceListener);
@@ -235,17 +251,18 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor, TlsEngineFactory tls)
             throws FabricException {
         checkOpen();
-        if (tls != null) {
-            throw new UnsupportedOperationException("TLS is being built");
-        }
+        ChannelAcceptor served = tls == null ? acceptor : TlsChannel.accepting(acceptor, tls, timer, tlsClosers);
+        boolean speaksTls = tls != null;
         RdmaServer[] self = new RdmaServer[1];
         ListenerStats stats = new ListenerStats();
-        FabricListener listener = fabric.listen(bind, config.addressing(), request -> onRequest(stats.counting(request), stats, acceptor));
+        FabricListener listener = fabric.listen(bind, config.addressing(),
+                request -> onRequest(stats.counting(request), stats, served, speaksTls));
         RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);
-        LOG.info("{}: listening on {} (sources: {}, at most {} connections each)", name,
-                describe(listener.localAddress()), config.allowedSources(), config.maxConnectionsPerSource());
+        LOG.info("{}: listening on {}{} (sources: {}, at most {} connections each)", name,
+                describe(listener.localAddress()), speaksTls ? " with TLS" : "", config.allowedSources(),
+                config.maxConnectionsPerSource());
         return server;
     }
 
@@ -265,9 +282,26 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     public RdmaChannel connect(InetSocketAddress remote, ChannelHandler handler, TlsEngineFactory tls)
             throws FabricException {
         checkOpen();
-        if (tls != null) {
-            throw new UnsupportedOperationException("TLS is being built");
+        if (handler == null) {
+            throw new IllegalArgumentException("handler is required");
         }
+        if (tls == null) {
+            return connectRetrying(remote, handler, false);
+        }
+        SSLEngine engine;
+        try {
+            engine = tls.newEngine(remote); // before the connection: a configuration that cannot work costs none
+        } catch (RuntimeException e) {
+            throw new FabricException("connect to " + describe(remote) + " failed: TLS: " + e.getMessage(), e);
+        }
+        TlsChannel secured = TlsChannel.forConnector(engine, handler);
+        RdmaChannel wire = connectRetrying(remote, secured, true);
+        secured.startClient(wire, tls);
+        return secured;
+    }
+
+    private RdmaChannel connectRetrying(InetSocketAddress remote, ChannelHandler handler, boolean speaksTls)
+            throws FabricException {
         if (handler == null) {
             throw new IllegalArgumentException("handler is required");
         }
@@ -276,7 +310,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         long pause = RECALL_RETRY_PAUSE_MILLIS;
         while (true) {
             try {
-                return connectOnce(remote, handler);
+                return connectOnce(remote, handler, speaksTls);
             } catch (RecallPending e) {
                 long waited = System.nanoTime() - start;
                 if (waited + TimeUnit.MILLISECONDS.toNanos(pause) > retryFor) {
@@ -296,8 +330,12 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         }
     }
 
-    private RdmaChannel connectOnce(InetSocketAddress remote, ChannelHandler handler) throws FabricException {
+    private RdmaChannel connectOnce(InetSocketAddress remote, ChannelHandler handler, boolean speaksTls)
+            throws FabricException {
         RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
+        if (speaksTls) {
+            ch.speakTls();
+        }
         channels.add(ch);
         ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
                 config.rnrRetryCount(), config.retryCount(), config.connectTimeout(), config.addressing());
@@ -323,7 +361,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             throw e;
         }
         try {
-            ch.activeEstablished(Handshake.decodeAccept(qp.peerPrivateData()));
+            Handshake.Params peer = Handshake.decodeAccept(qp.peerPrivateData());
+            if (peer.speaksTls() != speaksTls) {
+                throw new FabricException(speaksTls
+                        ? "the listener does not speak TLS: sslEnabled=true here, so it must be true there too (a "
+                                + "listener from before 0.2.0 has no TLS)"
+                        : "the listener speaks TLS: set sslEnabled=true (and a trust store) here");
+            }
+            ch.activeEstablished(peer);
         } catch (Handshake.HandshakeException | FabricException e) {
             FabricException why = new FabricException("connect to " + describe(remote) + " failed: "
                     + e.getMessage());
@@ -344,7 +389,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         request.reject(Handshake.encodeReject(why));
     }
 
-    private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor) {
+    private void onRequest(ConnectionRequest request, ListenerStats stats, ChannelAcceptor acceptor,
+                           boolean speaksTls) {
         InetSocketAddress peerAddress = request.peerAddress();
         if (!config.allowedSources().allows(peerAddress.getAddress())) {
             // before anything else: a source that may not connect costs a reject, nothing more
@@ -370,6 +416,14 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         }
         if (closed) {
             request.reject(Handshake.encodeReject("server is shutting down"));
+            return;
+        }
+        if (peer.speaksTls() != speaksTls) {
+            // both sides state TLS or neither: a plain peer never reaches a TLS acceptor's application, nor the reverse
+            rejectLogged(request, peerAddress, speaksTls
+                    ? "this acceptor speaks TLS only: set sslEnabled=true (and a trust store) on the connector"
+                    : "this acceptor does not speak TLS: set sslEnabled=false on the connector, or use a TLS "
+                            + "acceptor");
             return;
         }
         String device = config.device();
@@ -411,6 +465,9 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         boolean slotHandedOver = false;
         try {
             RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
+            if (speaksTls) {
+                ch.speakTls();
+            }
             try {
                 ch.setPeer(peer);
             } catch (FabricException e) {
@@ -779,6 +836,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         }
         closed = true;
         timer.shutdownNow();
+        tlsClosers.shutdown();
         for (RdmaServer s : new ArrayList<>(servers)) {
             s.close();
         }

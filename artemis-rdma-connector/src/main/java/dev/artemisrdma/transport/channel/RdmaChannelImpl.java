@@ -124,6 +124,9 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
+    /** This side states TLS in its handshake: set by the transport before the handshake is encoded. */
+    private volatile boolean speaksTls;
+
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
     /**
@@ -160,12 +163,17 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 () -> resources.release(send, receive, shared, this));
     }
 
+    /** States TLS in this side's handshake ({@link Handshake#FEATURE_TLS}); before the handshake leaves. */
+    public void speakTls() {
+        speaksTls = true;
+    }
+
     /**
      * What this side offers the peer in the handshake. Every side states credit growth (it takes grants up to the
      * maximum its peer states); only one on a shared pool offers a window that grows (minimum up to receiveSlots + 1).
      */
     public Handshake.Params localParams() {
-        int features = Handshake.KNOWN_FEATURES; // every one this build reads
+        int features = Handshake.KNOWN_FEATURES | (speaksTls ? Handshake.FEATURE_TLS : 0); // all this build reads
         if (shared.shares()) {
             return new Handshake.Params(slotSize, TransportConfig.SHARED_MIN_CREDITS, config.maxFrameSize(), features,
                     shared.maxCredits());

@@ -20,7 +20,8 @@ import dev.artemisrdma.transport.config.TransportConfig;
  *  16     4     maximum frame size (bytes)
  *  20     4     features this side reads (bit 0: PACKED SENDs, bit 1: credit growth,
  *               bit 2: fragments with their header in immediate data, bit 3: credit recall,
- *               bit 4: whole frames with their header, credits included, in immediate data)
+ *               bit 4: whole frames with their header, credits included, in immediate data,
+ *               bit 5: TLS in frames, which both sides must state or neither)
  *  24     4     most credits this side may grant (with bit 1; else the initial credits)
  * </pre>
  *
@@ -64,9 +65,16 @@ public final class Handshake {
     public static final int FEATURE_CREDIT_RECALL = 0x8;
     /** The peer reads a frame of one SEND whose header, credits included, is the immediate data. */
     public static final int FEATURE_IMMEDIATE_WHOLE = 0x10;
+    /**
+     * The stating side speaks TLS in frames on this connection. Unlike the others it is not a choice each side makes
+     * alone: a TLS listener refuses a peer that does not state it, and a TLS connector a listener that does not.
+     */
+    public static final int FEATURE_TLS = 0x20;
     /** Every feature this version knows, and states (see {@code RdmaChannelImpl#localParams}); others are ignored. */
     public static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
             | FEATURE_CREDIT_RECALL | FEATURE_IMMEDIATE_WHOLE;
+    /** Every bit this version reads in a peer's handshake: the features it always states, and TLS. */
+    static final int READ_FEATURES = KNOWN_FEATURES | FEATURE_TLS;
     /** What this version writes: the fixed part plus the maximum credits. */
     static final int ENCODED_LENGTH = LENGTH + 4;
     static final short KIND_CONNECT = 1;
@@ -113,6 +121,11 @@ public final class Handshake {
         /** This side takes grants beyond its initial window (and may ask for them). */
         public boolean acceptsCreditGrowth() {
             return (features & FEATURE_CREDIT_GROWTH) != 0;
+        }
+
+        /** This side speaks TLS on this connection (feature bit 5). */
+        public boolean speaksTls() {
+            return (features & FEATURE_TLS) != 0;
         }
 
         /** This side states every feature this build knows: false for an older build (a newer one states more). */
@@ -205,7 +218,7 @@ public final class Handshake {
         int slotSize = b.getInt(8);
         int credits = b.getInt(12);
         int maxFrame = b.getInt(16);
-        int features = b.getInt(20) & KNOWN_FEATURES;
+        int features = b.getInt(20) & READ_FEATURES;
         // every value sizes something of ours (fragments, the credit window, what we may write): out of range is a
         // protocol error that refuses this peer alone
         checkRange("receive slot size", slotSize, TransportConfig.MIN_SLOT_SIZE, TransportConfig.MAX_SLOT_SIZE);
