@@ -1,0 +1,217 @@
+package dev.artemisrdma.it.wire;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.artemis.LabBroker;
+import dev.artemisrdma.it.hosts.LabHost;
+import dev.artemisrdma.it.hosts.WireCounters;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * TLS over RDMA between two hosts: a broker on host A with a plain RDMA acceptor and TLS acceptors beside it (one that
+ * needs a client certificate, one whose certificate names another host), JMS clients on host B configured with the
+ * same keys as Artemis's Netty transport. A trusted client is served with every message exactly once across the
+ * wire; a client without a certificate, one that does not trust the broker, one that finds the broker's certificate
+ * naming another host, and a plain client at the TLS port are each refused, saying why; a capture of host A's NIC
+ * finds a 1 KiB pattern in the plain connection's packets and not in the TLS connection's.
+ */
+@Timeout(value = 600, unit = TimeUnit.SECONDS)
+class TlsLabTest {
+
+    private static final int PLAIN = 61641;
+    private static final int TLS = 61642;
+    private static final int WRONG_NAME = 61643;
+    private static final String PASSWORD = "secureexample";
+    private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
+
+    private static LabBroker broker;
+
+    /** A store of the project's TLS test set ({@code artemis-rdma-connector/src/test/resources/tls}). */
+    static String store(String name) {
+        Path dir = Path.of("").toAbsolutePath().getParent().resolve("artemis-rdma-connector/src/test/resources/tls");
+        Path p = dir.resolve(name + ".p12");
+        if (!Files.isReadable(p)) {
+            throw new IllegalStateException("TLS test store " + p + " is missing (see make-stores there)");
+        }
+        return p.toString();
+    }
+
+    static Map<String, String> tlsAcceptor(int port, String key, boolean needClientAuth) {
+        Map<String, String> p = new LinkedHashMap<>();
+        p.put("port", Integer.toString(port));
+        p.put("sslEnabled", "true");
+        p.put("keyStorePath", store(key));
+        p.put("keyStorePassword", PASSWORD);
+        p.put("keyStoreType", "PKCS12");
+        p.put("trustStorePath", store("trust"));
+        p.put("trustStorePassword", PASSWORD);
+        p.put("trustStoreType", "PKCS12");
+        p.put("needClientAuth", Boolean.toString(needClientAuth));
+        return p;
+    }
+
+    /** A TLS client URL to {@code port} on host A: {@code key} null for no client certificate. */
+    static String tlsUrl(int port, String key, String trust, String more) {
+        StringBuilder u = new StringBuilder("rdma://" + LabHost.a().wireAddress() + ":" + port + "?sslEnabled=true"
+                + "&trustStorePath=" + store(trust) + "&trustStorePassword=" + PASSWORD + "&trustStoreType=PKCS12");
+        if (key != null) {
+            u.append("&keyStorePath=").append(store(key)).append("&keyStorePassword=").append(PASSWORD)
+                    .append("&keyStoreType=PKCS12");
+        }
+        return u.append(more).toString();
+    }
+
+    @BeforeAll
+    static void startBroker() throws Exception {
+        LabHost.requireTwoHosts();
+        broker = LabBroker.start(LabHost.a().wireAddress(), PLAIN, Files.createTempDirectory("tls-broker"), true, 0,
+                Map.of(), Map.of("rdma-tls", tlsAcceptor(TLS, "broker", true),
+                        "rdma-tls-wrong-name", tlsAcceptor(WRONG_NAME, "broker-wrongname", false)));
+    }
+
+    @AfterAll
+    static void stopBroker() throws Exception {
+        if (broker != null) {
+            broker.close();
+        }
+    }
+
+    @Test
+    void aTrustedClientIsServedExactlyOnceAcrossTheWire() throws Exception {
+        int count = 200;
+        WireCounters a0 = LabHost.a().counters();
+        WireCounters b0 = LabHost.b().counters();
+        try (JavaProcess client = JavaProcess.driven("tls.jms", WireJmsMain.class).on(LabHost.b()).jvm("-Xmx768m")
+                .echo(line -> line.startsWith("RESULT") || line.startsWith("FAILED") || line.contains("WARN"), 20)
+                .start(tlsUrl(TLS, "client", "trust", ""), "tls.jms", Integer.toString(count), "21")) {
+            Map<String, Long> r = result(client.await("RESULT", 540));
+            WireCounters a = LabHost.a().counters().since(a0);
+            WireCounters b = LabHost.b().counters().since(b0);
+            String what = r + "; " + a.summary() + "; " + b.summary();
+            System.out.println("tls.jms: " + what);
+            assertEquals(count, r.get("received"), what);
+            assertEquals(0, r.get("lost") + r.get("duplicated") + r.get("bad") + r.get("failures"), what);
+            a.requireRoceCrossedTheWire(count);
+            b.requireRoceCrossedTheWire(count);
+        }
+    }
+
+    @Test
+    void clientsThatFailTheChecksAreRefusedSayingWhy() throws Exception {
+        // each as Artemis's Netty transport refuses it, the reason in the client's log
+        assertRefused("no client certificate (needClientAuth)", tlsUrl(TLS, null, "trust", ""),
+                "certificate_required", "bad_certificate");
+        assertRefused("a client that does not trust the broker", tlsUrl(TLS, "client", "other-trust", ""),
+                "PKIX", "certification path", "unable to find valid");
+        assertRefused("a broker certificate naming another host (verifyHost)",
+                tlsUrl(WRONG_NAME, "client", "trust", ""), "No subject alternative", "No name matching");
+        assertRefused("a plain client at the TLS port", "rdma://" + LabHost.a().wireAddress() + ":" + TLS,
+                "sslEnabled=true");
+        assertRefused("a TLS client at the plain port", tlsUrl(PLAIN, "client", "trust", ""), "sslEnabled");
+        // the same broker certificate is accepted once the client does not verify the host name, as on Netty
+        assertEquals("SERVED", probe("tls.noverify", tlsUrl(WRONG_NAME, "client", "trust", "&verifyHost=false"))
+                .get(0));
+        // and the plain acceptor beside the TLS ones still serves plain clients
+        assertEquals("SERVED", probe("tls.plain", "rdma://" + LabHost.a().wireAddress() + ":" + PLAIN).get(0));
+    }
+
+    @Test
+    void theWireCarriesThePatternInPlainTextOnlyWithoutTls() throws Exception {
+        byte[] needle = java.util.Arrays.copyOfRange(TlsProbeMain.pattern(), 0, 64);
+        byte[] plain = capture("tls.capture.plain", "rdma://" + LabHost.a().wireAddress() + ":" + PLAIN);
+        byte[] tls = capture("tls.capture.tls", tlsUrl(TLS, "client", "trust", ""));
+        System.out.printf("capture on host A's %s: %d bytes without TLS, %d bytes with TLS%n", LabHost.WIRE_NIC,
+                plain.length, tls.length);
+        assertTrue(indexOf(plain, needle) >= 0, "the plain connection's packets (" + plain.length + " bytes captured) "
+                + "do not carry the pattern: the capture saw nothing, so it proves nothing");
+        assertTrue(tls.length > 2048, "the TLS connection's capture holds " + tls.length + " bytes: it saw no traffic");
+        assertEquals(-1, indexOf(tls, needle), "the pattern crossed the wire in clear text over TLS");
+    }
+
+    private static void assertRefused(String what, String url, String... anyOf) throws Exception {
+        List<String> out = probe("tls.refused", url);
+        String first = out.isEmpty() ? "" : out.get(0);
+        String all = String.join("\n", out);
+        assertTrue(first.startsWith("REFUSED"), what + ": " + all);
+        boolean said = false;
+        for (String reason : anyOf) {
+            said |= all.contains(reason);
+        }
+        assertTrue(said, what + ": the client's output does not say why (" + String.join(" or ", anyOf) + "): "
+                + all);
+        System.out.println(what + ": refused, " + all.lines().filter(l -> l.contains("cannot connect")).findFirst()
+                .orElse(first));
+    }
+
+    /** Runs {@link TlsProbeMain} on host B: its verdict line first, then all of its output. */
+    private static List<String> probe(String queue, String url) throws Exception {
+        try (JavaProcess p = JavaProcess.driven(queue, TlsProbeMain.class).on(LabHost.b()).jvm("-Xmx256m")
+                .keepOutput().start(url, queue)) {
+            String verdict = p.awaitLine(l -> l.startsWith("SERVED") || l.startsWith("REFUSED")
+                    || l.startsWith("BROKEN"), 120_000);
+            assertTrue(p.awaitExitOrKill(30), "the probe did not exit");
+            List<String> out = new java.util.ArrayList<>();
+            out.add(verdict == null ? "" : verdict);
+            out.addAll(p.keptSince(0));
+            return out;
+        }
+    }
+
+    /** The packets host A's NIC saw of RoCE (UDP 4791) while {@link TlsProbeMain} ran once against {@code url}. */
+    private static byte[] capture(String queue, String url) throws Exception {
+        Path file = Files.createTempFile("tls-capture", ".pcap");
+        Process dump = LabHost.a().start(List.of("tcpdump", "-i", LabHost.WIRE_NIC, "-U", "-s", "0", "-w",
+                file.toString(), "udp", "port", "4791"), Map.of(), "/");
+        try {
+            Thread.sleep(1000); // tcpdump opens its socket
+            assertFalse(!dump.isAlive(), "tcpdump did not start: " + new String(dump.getErrorStream().readAllBytes()));
+            assertEquals("SERVED", probe(queue, url).get(0));
+            Thread.sleep(500);
+        } finally {
+            dump.destroy(); // SIGTERM: tcpdump writes what it holds and exits
+            dump.waitFor(10, TimeUnit.SECONDS);
+        }
+        byte[] bytes = Files.readAllBytes(file);
+        Files.delete(file);
+        return bytes;
+    }
+
+    private static int indexOf(byte[] hay, byte[] needle) {
+        outer:
+        for (int i = 0; i + needle.length <= hay.length; i++) {
+            for (int j = 0; j < needle.length; j++) {
+                if (hay[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return i;
+        }
+        return -1;
+    }
+
+    private static Map<String, Long> result(String line) {
+        Matcher m = RESULT.matcher(line);
+        assertTrue(m.matches(), line);
+        Map<String, Long> values = new LinkedHashMap<>();
+        for (String kv : m.group(1).split(" ")) {
+            String[] p = kv.split("=");
+            values.put(p[0], Math.round(Double.parseDouble(p[1])));
+        }
+        return values;
+    }
+}
