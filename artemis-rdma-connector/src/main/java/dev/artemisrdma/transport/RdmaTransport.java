@@ -251,7 +251,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     public RdmaServer listen(InetSocketAddress bind, ChannelAcceptor acceptor, TlsEngineFactory tls)
             throws FabricException {
         checkOpen();
-        ChannelAcceptor served = tls == null ? acceptor : TlsChannel.accepting(acceptor, tls, timer, tlsClosers);
+        ChannelAcceptor served = tls == null ? acceptor : new TlsListening(acceptor, tls, timer, tlsClosers);
         boolean speaksTls = tls != null;
         RdmaServer[] self = new RdmaServer[1];
         ListenerStats stats = new ListenerStats();

@@ -10,6 +10,8 @@
  * <p>Layout, top first, each package importing only those below it ({@code PackageLayersTest} fails on an import
  * that runs upward):
  * <ol>
+ * <li>{@code transport.tls}: TLS over any channel ({@code TlsChannel}, the JDK's engine over frames); it knows a channel
+ * only through the API, so it sits beside the channel, not on it.</li>
  * <li>{@code transport.channel}: one channel's parts, {@code RdmaChannelImpl} wiring its lifecycle, resources, send
  * side and receive side; it sees the transport only as {@code ChannelHost}.</li>
  * <li>{@code transport.loop}: the completion loops, which know a channel only as {@code LoopChannel}.</li>

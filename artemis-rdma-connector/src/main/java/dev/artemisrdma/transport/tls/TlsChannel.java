@@ -9,6 +9,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
 
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLEngineResult;
@@ -18,7 +19,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
 
-import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.api.SendBuffer;
@@ -40,8 +40,7 @@ import dev.artemisrdma.transport.stats.TransportStats;
  * engine's delegated tasks (certificate checks, key exchange) run on the thread that meets them, as Netty's SslHandler
  * does by default: a handshake costs its completion loop a few milliseconds.
  *
- * <p>The application hears of the channel only once the handshake is done: a listener's {@link ChannelAcceptor} is
- * called then, and a connector's {@code connect} returns then; a peer that fails the handshake, or does not finish it
+ * <p>The application hears of the channel only once the handshake is done: a listener's acceptor is called then, and a connector's {@code connect} returns then; a peer that fails the handshake, or does not finish it
  * within the factory's timeout, is disconnected without the application ever seeing it.
  */
 public final class TlsChannel implements RdmaChannel, ChannelHandler {
@@ -63,8 +62,8 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private final ReentrantLock wrapLock = new ReentrantLock();
     private final CompletableFuture<Void> handshake = new CompletableFuture<>();
     private final AtomicBoolean closing = new AtomicBoolean();
-    /** A listener's acceptor, asked for the handler when the handshake is done; null on a connector's channel. */
-    private final ChannelAcceptor acceptor;
+    /** A listener's application, asked for the handler when the handshake is done; null on a connector's channel. */
+    private final Function<RdmaChannel, ChannelHandler> acceptor;
     private volatile RdmaChannel wire;
     private volatile ChannelHandler app;
     /** Why this side ended the connection (a failed handshake or record), reported instead of a local close. */
@@ -73,7 +72,7 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     /** Loop thread only. */
     private ByteBuffer scratch;
 
-    private TlsChannel(SSLEngine engine, ChannelHandler app, ChannelAcceptor acceptor) {
+    private TlsChannel(SSLEngine engine, ChannelHandler app, Function<RdmaChannel, ChannelHandler> acceptor) {
         this.engine = engine;
         this.app = app;
         this.acceptor = acceptor;
@@ -90,29 +89,22 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     }
 
     /**
-     * A {@link ChannelAcceptor} that runs a server-side TLS handshake on each established connection and offers it to
-     * {@code acceptor} once done; {@code timer} enforces the factory's handshake timeout.
+     * The handler of a listener's established {@code wire}: runs the server side of the handshake and, once it is
+     * done, offers the channel to {@code offer} (the application's acceptor), whose handler then gets its events;
+     * throwing or null closes it. {@code timer} enforces the factory's handshake timeout, whose close runs on
+     * {@code closers}.
      */
-    public static ChannelAcceptor accepting(ChannelAcceptor acceptor, TlsEngineFactory tls,
-                                            ScheduledExecutorService timer, Executor closers) {
-        return new ChannelAcceptor() {
-            @Override
-            public void admit(RdmaChannel channel) {
-                acceptor.admit(channel);
-            }
-
-            @Override
-            public ChannelHandler onAccepted(RdmaChannel channel) {
-                SSLEngine engine = tls.newEngine(channel.remoteAddress()); // throwing closes the connection
-                if (engine.getUseClientMode()) {
-                    throw new IllegalStateException("a listener's TLS engine must be in server mode");
-                }
-                TlsChannel t = new TlsChannel(engine, null, acceptor);
-                t.wire = channel;
-                t.armDeadline(timer, closers, tls);
-                return t;
-            }
-        };
+    public static TlsChannel forListener(RdmaChannel wire, TlsEngineFactory tls,
+                                         Function<RdmaChannel, ChannelHandler> offer,
+                                         ScheduledExecutorService timer, Executor closers) {
+        SSLEngine engine = tls.newEngine(wire.remoteAddress()); // throwing closes the connection
+        if (engine.getUseClientMode()) {
+            throw new IllegalStateException("a listener's TLS engine must be in server mode");
+        }
+        TlsChannel t = new TlsChannel(engine, null, offer);
+        t.wire = wire;
+        t.armDeadline(timer, closers, tls);
+        return t;
     }
 
     /**
@@ -283,7 +275,7 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         // the application makes its side of the connection only now; throwing or null closes it
         ChannelHandler h;
         try {
-            h = acceptor.onAccepted(this);
+            h = acceptor.apply(this);
         } catch (RuntimeException | Error e) {
             fail("connection from " + remoteAddress() + " refused by the application after the TLS handshake: " + e,
                     e);

@@ -33,12 +33,14 @@ class CodecTest {
         byte[] old = Handshake.encodeConnect(new Handshake.Params(16384, 65, 64 << 20));
         assertEquals(0, ByteBuffer.wrap(old).getInt(20));
         assertFalse(Handshake.decodeConnect(old).readsPacked());
-        // bits this side does not know (a newer peer's features) are ignored, not refused
+        // bits this side does not know (a newer peer's features) are ignored, not refused; TLS (bit 5) is read
         byte[] newer = Handshake.encodeConnect(packing);
         ByteBuffer.wrap(newer).putInt(20, 0xFFFF_FFFF);
         assertEquals(Handshake.FEATURE_PACKED | Handshake.FEATURE_CREDIT_GROWTH
                 | Handshake.FEATURE_IMMEDIATE_FRAGMENTS | Handshake.FEATURE_CREDIT_RECALL
-                | Handshake.FEATURE_IMMEDIATE_WHOLE, Handshake.decodeConnect(newer).features());
+                | Handshake.FEATURE_IMMEDIATE_WHOLE | Handshake.FEATURE_TLS, Handshake.decodeConnect(newer).features());
+        assertTrue(Handshake.decodeConnect(newer).speaksTls());
+        assertFalse(Handshake.decodeConnect(old).speaksTls());
         assertTrue(Handshake.decodeConnect(newer).answersCreditRecall());
         assertFalse(Handshake.decodeConnect(old).readsImmediateFragments());
         assertFalse(Handshake.decodeConnect(old).answersCreditRecall());
