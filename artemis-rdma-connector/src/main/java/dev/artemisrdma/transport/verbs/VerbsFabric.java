@@ -118,7 +118,7 @@ public final class VerbsFabric implements Fabric {
     /** How long {@link #close} lets the destroys handed over finish before it keeps the event channel instead. */
     private static final long ID_DRAIN_MILLIS = 5_000;
 
-    private record DeferredDestroy(VerbsDevice device, int port, Runnable destroy) {
+    private record DeferredDestroy(VerbsDevice device, int port, Runnable destroy, InetAddress source) {
     }
     private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "rdma-fabric-timer");
@@ -251,9 +251,9 @@ public final class VerbsFabric implements Fabric {
      * the device is lost or the fabric closes; at once when the port is up. The queue pair is in the error state
      * with nothing posted, so nothing reads or writes memory meanwhile.
      */
-    void destroyWhenPortUp(VerbsDevice device, int port, Runnable destroy) {
+    void destroyWhenPortUp(VerbsDevice device, int port, Runnable destroy, InetAddress source) {
         synchronized (deferred) {
-            deferred.add(new DeferredDestroy(device, port, destroy));
+            deferred.add(new DeferredDestroy(device, port, destroy, source));
         }
         runDeferred(false); // the port may have come back meanwhile
         rescanSoon(); // while it waits, the device is looked at every second (it may go instead of coming back)
@@ -271,7 +271,7 @@ public final class VerbsFabric implements Fabric {
             deferred.removeAll(due);
         }
         for (DeferredDestroy d : due) {
-            idDestroyer.destroy(d.destroy, "a connection of " + d.device.name() + " port " + d.port);
+            idDestroyer.destroy(d.destroy, "a connection of " + d.device.name() + " port " + d.port, d.source);
         }
     }
 
@@ -280,8 +280,8 @@ public final class VerbsFabric implements Fabric {
      * calling thread: the kernel may hold rdma_destroy_id for as long as a DREQ goes unanswered. {@code what} names
      * the connection in the log.
      */
-    void destroyIdLater(Runnable destroyId, String what) {
-        idDestroyer.destroy(destroyId, what);
+    void destroyIdLater(Runnable destroyId, String what, InetAddress source) {
+        idDestroyer.destroy(destroyId, what, source);
     }
 
     /**

@@ -24,6 +24,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
 
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 
 /**
@@ -391,14 +392,14 @@ final class VerbsQueuePair implements QueuePair {
             destroyQueuePairAndLists();
             LOG.debug("queue pair {} to {} destroyed; its rdma_cm id goes once port {} of {} is back", qpNumber,
                     describePeer(), onPort, device.name());
-            fabric.destroyWhenPortUp(device, onPort, this::destroyId);
+            fabric.destroyWhenPortUp(device, onPort, this::destroyId, peerHost());
             return;
         }
         // the queue pair goes here, so nothing reads or writes the connection's memory once this returns; the id
         // goes on the fabric's destroyer: rdma_destroy_id may wait for a DREQ the peer never answers
         String what = "qp " + qp.qpNumber() + " to " + describePeer();
         destroyQueuePairAndLists();
-        fabric.destroyIdLater(this::destroyId, what);
+        fabric.destroyIdLater(this::destroyId, what, peerHost());
     }
 
     /**
@@ -411,6 +412,11 @@ final class VerbsQueuePair implements QueuePair {
             sends.close();
             recvs.close();
         });
+    }
+
+    /** The peer's address, whose ids take turns with other peers' to be destroyed; null when it has none. */
+    private InetAddress peerHost() {
+        return peer == null ? null : peer.getAddress();
     }
 
     /** Names the queue pair in errors: its number and peer. */

@@ -2,6 +2,7 @@ package dev.artemisrdma.transport.verbs;
 
 import org.junit.jupiter.api.Test;
 
+import java.net.InetAddress;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -24,12 +25,12 @@ class CmIdDestroyerTest {
         destroyer.destroy(() -> {
             stuckStarted.countDown();
             awaitQuietly(kernelLetsGo);
-        }, "the stuck one"); // returns at once: the caller is a completion loop
+        }, "the stuck one", null); // returns at once: the caller is a completion loop
         assertTrue(stuckStarted.await(5, TimeUnit.SECONDS));
 
         CountDownLatch othersDone = new CountDownLatch(20);
         for (int i = 0; i < 20; i++) {
-            destroyer.destroy(othersDone::countDown, "id " + i);
+            destroyer.destroy(othersDone::countDown, "id " + i, null);
         }
         assertTrue(othersDone.await(5, TimeUnit.SECONDS), "ids behind a stuck one were destroyed meanwhile");
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
@@ -47,7 +48,7 @@ class CmIdDestroyerTest {
     void drainWaitsOnlyBoundedAndSaysAnIdIsStillInTheKernel() throws Exception {
         CmIdDestroyer destroyer = new CmIdDestroyer();
         CountDownLatch kernelLetsGo = new CountDownLatch(1);
-        destroyer.destroy(() -> awaitQuietly(kernelLetsGo), "stuck");
+        destroyer.destroy(() -> awaitQuietly(kernelLetsGo), "stuck", null);
 
         long start = System.nanoTime();
         assertFalse(destroyer.drain(200), "an id still in rdma_destroy_id: the owner must keep the event channel");
@@ -64,7 +65,7 @@ class CmIdDestroyerTest {
         assertTrue(destroyer.drain(1_000));
         AtomicInteger destroyedOn = new AtomicInteger();
         Thread caller = Thread.currentThread();
-        destroyer.destroy(() -> destroyedOn.set(Thread.currentThread() == caller ? 1 : 2), "late");
+        destroyer.destroy(() -> destroyedOn.set(Thread.currentThread() == caller ? 1 : 2), "late", null);
         assertEquals(1, destroyedOn.get());
         assertEquals(0, destroyer.pending());
     }
@@ -73,7 +74,7 @@ class CmIdDestroyerTest {
     void theOwnersLastStepRunsOnceTheKernelLetsGoOfTheLastId() throws Exception {
         CmIdDestroyer destroyer = new CmIdDestroyer();
         CountDownLatch kernelLetsGo = new CountDownLatch(1);
-        destroyer.destroy(() -> awaitQuietly(kernelLetsGo), "stuck");
+        destroyer.destroy(() -> awaitQuietly(kernelLetsGo), "stuck", null);
         assertFalse(destroyer.drain(100));
         CountDownLatch released = new CountDownLatch(1);
         destroyer.whenIdle(released::countDown); // the fabric: stop the event thread, close channel and devices
@@ -91,8 +92,44 @@ class CmIdDestroyerTest {
         CmIdDestroyer destroyer = new CmIdDestroyer();
         destroyer.destroy(() -> {
             throw new IllegalStateException("EINVAL");
-        }, "bad");
+        }, "bad", null);
         assertTrue(destroyer.drain(5_000));
+        assertEquals(0, destroyer.pending());
+    }
+
+    /**
+     * One host's 64 connections whose ids the kernel holds (their peer drops CM messages on purpose) hold at most
+     * {@link CmIdDestroyer#THREADS_PER_SOURCE} threads: the ids of another host, and of an IPv6 host, queued behind
+     * them go at once; the held ones still go, in turn, once the kernel lets go.
+     */
+    @Test
+    void oneSourcesStuckIdsHoldOnlyItsShareOfTheThreads() throws Exception {
+        CmIdDestroyer destroyer = new CmIdDestroyer();
+        InetAddress attacker = InetAddress.getByName("10.78.0.2");
+        CountDownLatch kernelLetsGo = new CountDownLatch(1);
+        AtomicInteger attackerRunning = new AtomicInteger();
+        AtomicInteger attackerMostAtOnce = new AtomicInteger();
+        AtomicInteger attackerDone = new AtomicInteger();
+        for (int i = 0; i < 64; i++) {
+            destroyer.destroy(() -> {
+                attackerMostAtOnce.accumulateAndGet(attackerRunning.incrementAndGet(), Math::max);
+                awaitQuietly(kernelLetsGo);
+                attackerRunning.decrementAndGet();
+                attackerDone.incrementAndGet();
+            }, "stuck " + i, attacker);
+        }
+        CountDownLatch othersDone = new CountDownLatch(40);
+        for (int i = 0; i < 20; i++) {
+            destroyer.destroy(othersDone::countDown, "honest " + i, InetAddress.getByName("10.78.0.3"));
+            // two addresses of one IPv6 host (one /64): one source
+            destroyer.destroy(othersDone::countDown, "v6 " + i, InetAddress.getByName("fd78::" + (i + 1)));
+        }
+        assertTrue(othersDone.await(5, TimeUnit.SECONDS), "other hosts' ids waited behind the stuck ones");
+        assertEquals(CmIdDestroyer.THREADS_PER_SOURCE, attackerMostAtOnce.get(),
+                "threads the stuck source held at once");
+        kernelLetsGo.countDown();
+        assertTrue(destroyer.drain(10_000));
+        assertEquals(64, attackerDone.get(), "every held id was destroyed in the end");
         assertEquals(0, destroyer.pending());
     }
 
