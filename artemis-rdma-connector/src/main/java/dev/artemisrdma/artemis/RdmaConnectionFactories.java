@@ -16,6 +16,8 @@ import java.util.TreeSet;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.jms.ActiveMQJMSClient;
 import org.apache.activemq.artemis.api.jms.JMSFactoryType;
+import org.apache.activemq.artemis.core.remoting.impl.netty.NettyConnectorFactory;
+import org.apache.activemq.artemis.core.remoting.impl.netty.TransportConstants;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.apache.activemq.artemis.uri.JMSConnectionOptions;
 import org.apache.activemq.artemis.utils.uri.BeanSupport;
@@ -33,13 +35,17 @@ import org.apache.activemq.artemis.utils.uri.URISchema;
  * connector, or a client option exactly as in a {@code tcp://} URL: a property of {@code ActiveMQConnectionFactory} or
  * its server locator ({@code reconnectAttempts}, {@code confirmationWindowSize}, {@code user}, ...), {@code ha} or
  * {@code type} ({@code CF}, {@code QUEUE_CF}, {@code TOPIC_CF}, {@code XA_CF}, ...). Any other key is refused, by name.
- * The fragment lists further brokers (e.g. a backup) reached with the same options. The port defaults to
+ * The fragment lists further brokers (e.g. a backup) reached with the same options; an entry of the fragment
+ * written {@code tcp://host:port[?netty keys]} is a TCP fall-back: the connectors are then tried in the order written
+ * ({@link InOrderConnectorPolicy}), so RDMA first and TCP only when it fails. The port defaults to
  * {@value RdmaParameters#DEFAULT_PORT}. IPv6 hosts are written in brackets: {@code rdma://[fd00::1]:61700}.
  */
 public final class RdmaConnectionFactories {
 
     public static final String SCHEME = "rdma";
     private static final Set<String> URL_OPTIONS = Set.of("ha", "type", "name");
+    /** The server locator's property that picks the connector to try next. */
+    private static final String LOAD_BALANCING_POLICY = "connectionLoadBalancingPolicyClassName";
 
     private RdmaConnectionFactories() {
     }
@@ -78,11 +84,22 @@ public final class RdmaConnectionFactories {
         List<TransportConfiguration> connectors = new ArrayList<>();
         connectors.add(connector(uri, transport, configName));
         String fragment = uri.getFragment();
+        boolean tcpFallback = false;
         if (fragment != null && !fragment.isBlank()) {
             for (String other : fragment.split(",")) {
-                URI otherUri = parse(other.trim());
+                String entry = other.trim();
+                if (isTcpUrl(entry)) {
+                    // a TCP fall-back: tried after the RDMA connectors before it, in order (InOrderConnectorPolicy)
+                    connectors.add(tcpConnector(url, entry, configName));
+                    tcpFallback = true;
+                    continue;
+                }
+                URI otherUri = parse(entry);
                 connectors.add(connector(otherUri, transport, configName == null ? null : configName + ":" + otherUri));
             }
+        }
+        if (tcpFallback && !options.containsKey(LOAD_BALANCING_POLICY)) {
+            options.put(LOAD_BALANCING_POLICY, InOrderConnectorPolicy.class.getName());
         }
         try {
             JMSConnectionOptions jmsOptions = BeanSupport.setData(uri, new JMSConnectionOptions(), options);
@@ -104,6 +121,32 @@ public final class RdmaConnectionFactories {
             throw e;
         } catch (Exception e) {
             throw new IllegalArgumentException("rdma URL " + url + ": invalid client option: " + e.getMessage(), e);
+        }
+    }
+
+    private static boolean isTcpUrl(String url) {
+        return url.regionMatches(true, 0, "tcp://", 0, 6);
+    }
+
+    /**
+     * Artemis's Netty connector for a {@code tcp://host:port[?key=value...]} entry of the fragment, with that entry's
+     * own keys (Netty's: {@code sslEnabled}, {@code trustStorePath}, ...); none of the RDMA URL's transport keys apply.
+     */
+    private static TransportConfiguration tcpConnector(String url, String entry, String configName) {
+        try {
+            URI tcp = new URI(entry);
+            if (tcp.getHost() == null) {
+                throw new IllegalArgumentException("rdma URL " + url + ": the fall-back " + entry + " names no host");
+            }
+            Map<String, Object> params = new HashMap<>(URISchema.parseQuery(tcp.getRawQuery(), Map.of()));
+            params.put(TransportConstants.HOST_PROP_NAME, RdmaParameters.unbracket(tcp.getHost()));
+            params.put(TransportConstants.PORT_PROP_NAME, tcp.getPort() < 0 ? TransportConstants.DEFAULT_PORT
+                    : tcp.getPort());
+            return new TransportConfiguration(NettyConnectorFactory.class.getName(), params,
+                    configName == null ? null : configName + ":" + entry);
+        } catch (URISyntaxException e) {
+            throw new IllegalArgumentException("rdma URL " + url + ": malformed fall-back '" + entry + "': "
+                    + e.getMessage(), e);
         }
     }
 
