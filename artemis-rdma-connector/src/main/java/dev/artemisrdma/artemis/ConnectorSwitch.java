@@ -53,8 +53,13 @@ final class ConnectorSwitch {
                         + "; only tcp:// connectors can be switched to RDMA");
             }
             // validated now, so a bad key stops the broker; each connector made from it later parses its own map
-            RdmaParameters.parse("RdmaAcceptorPlugin: connector '" + name + "' as an RDMA connector",
-                    connector.getCombinedParams(), RdmaParameters.CONNECTOR_KEYS);
+            String what = "RdmaAcceptorPlugin: connector '" + name + "' as an RDMA connector";
+            RdmaParameters.parse(what, connector.getCombinedParams(), RdmaParameters.CONNECTOR_KEYS);
+            try {
+                TlsEngines.settings(TlsEngines.Side.CONNECTOR, connector.getCombinedParams());
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(what + ": " + e.getMessage(), e);
+            }
             if (!RDMA.equals(factory)) {
                 connector.setFactoryClassName(RDMA);
                 switched.add(name);

@@ -46,7 +46,8 @@ import org.slf4j.event.Level;
  *
  * <p>Threads: Artemis's management threads start, pause and stop it under this object's monitor; connections arrive
  * on the fabric's connection-manager thread and open on their completion loops, reading the listener and metrics
- * through volatile fields.
+ * through volatile fields. {@link #reload()} (the broker's reload manager or management) swaps the TLS context,
+ * which the transport's threads read through {@link TlsEngines}' volatile reference.
  */
 final class RdmaAcceptor extends AbstractAcceptor {
 
@@ -68,6 +69,8 @@ final class RdmaAcceptor extends AbstractAcceptor {
     private final int batchDelay;
     private final boolean directDeliver;
     private final int connectionsAllowed;
+    /** The acceptor's TLS (its context reloaded by {@link #reload()}), null without; made once, not per connection. */
+    private final TlsEngines tls;
     private final Map<Object, RdmaConnection> connections = new ConcurrentHashMap<>();
     private final ServerConnectionLifeCycleListener tracker = new Tracker();
     private final MetricsManager metricsManager;
@@ -98,6 +101,22 @@ final class RdmaAcceptor extends AbstractAcceptor {
         this.batchDelay = RdmaParameters.batchDelay(configuration);
         this.directDeliver = RdmaParameters.directDeliver(configuration);
         this.connectionsAllowed = RdmaParameters.connectionsAllowed(configuration);
+        this.tls = tls(name, configuration);
+    }
+
+    /**
+     * The TLS of the acceptor configured with {@code configuration}, its stores loaded now as NettyAcceptor loads them
+     * when it is made: a store that cannot be used refuses this acceptor (the broker logs it and starts without it),
+     * naming the key.
+     */
+    private static TlsEngines tls(String name, Map<String, Object> configuration) {
+        try {
+            return TlsEngines.acceptor(configuration);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("RDMA acceptor '" + name + "': " + e.getMessage(), e);
+        } catch (IllegalStateException e) {
+            throw new IllegalStateException("RDMA acceptor '" + name + "': " + e.getMessage(), e);
+        }
     }
 
     @Override
@@ -119,7 +138,7 @@ final class RdmaAcceptor extends AbstractAcceptor {
                 public ChannelHandler onAccepted(RdmaChannel channel) {
                     return accepted(channel);
                 }
-            });
+            }, tls);
         } catch (Exception e) {
             lease.close();
             lease = null;
@@ -137,7 +156,8 @@ final class RdmaAcceptor extends AbstractAcceptor {
         monitoring = AcceptorMonitoring.publish(name, metrics, metricsManager, notificationService);
         started = true;
         notify(CoreNotificationType.ACCEPTOR_STARTED);
-        logger.info("RDMA acceptor '{}' listening on {}:{}", name, address.getHostString(), getActualPort());
+        logger.info("RDMA acceptor '{}' listening on {}:{}{}", name, address.getHostString(), getActualPort(),
+                tls != null ? " with TLS" : "");
     }
 
     /**
@@ -291,9 +311,30 @@ final class RdmaAcceptor extends AbstractAcceptor {
         return false;
     }
 
-    /** Nothing to reload: no TLS stores. */
+    /**
+     * Loads the key and trust stores again (Artemis calls this when they change, with sslAutoReload, or from the
+     * acceptor's management control): connections accepted from now on use the new ones, established ones go on.
+     * Stores that cannot be used leave the old ones in place and are refused naming the key. Nothing to do without
+     * TLS.
+     */
     @Override
     public void reload() {
+        if (tls == null) {
+            return;
+        }
+        try {
+            tls.reload();
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            logger.error("RDMA acceptor '{}': the TLS stores cannot be reloaded, the previous ones stay in use: {}",
+                    name, e.getMessage());
+            throw new IllegalStateException("RDMA acceptor '" + name + "': TLS reload failed: " + e.getMessage(), e);
+        }
+        logger.info("RDMA acceptor '{}': TLS key and trust stores reloaded", name);
+    }
+
+    /** The acceptor's TLS, null without (tests). */
+    TlsEngines tls() {
+        return tls;
     }
 
     /** The bound port (the one the system chose when port 0 was configured) while listening, else the configured. */

@@ -20,7 +20,11 @@ import org.apache.activemq.artemis.spi.core.remoting.Connection;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Connects a client to an RDMA acceptor. Holds a lease on the shared runtime from start to close. */
+/**
+ * Connects a client to an RDMA acceptor. Holds a lease on the shared runtime from start to close. With sslEnabled its
+ * TLS keys are checked when it is made and its stores loaded when it starts (as NettyConnector reads the
+ * {@code javax.net.ssl.*} system properties when it starts), once for all its connections.
+ */
 final class RdmaConnector extends AbstractConnector {
 
     private static final Logger logger = LoggerFactory.getLogger(MethodHandles.lookup().lookupClass());
@@ -33,6 +37,10 @@ final class RdmaConnector extends AbstractConnector {
     private final InetSocketAddress target;
     private final TransportConfig transportConfig;
     private final int batchDelay;
+    /** The TLS keys, checked; null without TLS. */
+    private final TlsEngines.Settings tlsSettings;
+    /** Made from {@link #tlsSettings} by the first {@link #start()}; null without TLS. */
+    private TlsEngines tls;
     private RdmaRuntime.Lease lease;
     private ClientMetrics.Group metrics;
     private ScheduledFuture<?> batchFlusher;
@@ -52,12 +60,27 @@ final class RdmaConnector extends AbstractConnector {
         this.target = new InetSocketAddress(RdmaParameters.host(configuration), RdmaParameters.port(configuration));
         this.batchDelay = RdmaParameters.batchDelay(configuration);
         this.transportConfig = transportConfig;
+        try {
+            this.tlsSettings = TlsEngines.settings(TlsEngines.Side.CONNECTOR, configuration);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("RDMA connector: " + e.getMessage(), e);
+        }
     }
 
     @Override
     public synchronized void start() {
         if (lease != null) {
             return;
+        }
+        if (tlsSettings != null && tls == null) {
+            try {
+                tls = new TlsEngines(tlsSettings);
+            } catch (IllegalArgumentException | IllegalStateException e) {
+                // as a NettyConnector whose stores cannot be read: no connection, the reason in the log
+                logger.error("RDMA connector to {}: TLS cannot be set up: {}", target, e.getMessage());
+                logger.debug("RDMA connector to {}: TLS set-up failure", target, e);
+                return;
+            }
         }
         try {
             lease = RdmaRuntime.acquire(transportConfig);
@@ -77,8 +100,10 @@ final class RdmaConnector extends AbstractConnector {
     public Connection createConnection() {
         RdmaRuntime.Lease current;
         EndpointMetrics counting;
+        TlsEngines engines;
         synchronized (this) {
             current = lease;
+            engines = tls;
             counting = metrics == null ? null : metrics.metrics();
         }
         if (current == null) {
@@ -91,7 +116,7 @@ final class RdmaConnector extends AbstractConnector {
         RdmaChannel channel;
         try {
             ChannelHandler tracked = counting == null ? connection : counting.track(connection);
-            channel = current.transport().connect(target, tracked);
+            channel = current.transport().connect(target, tracked, engines);
         } catch (FabricException | RuntimeException e) {
             // AddressingException among them: a configuration the fabric cannot serve is reported the same way
             attemptFailed = true;

@@ -23,9 +23,11 @@ import org.apache.activemq.artemis.utils.ConfigurationHelper;
  * and {@value #CONNECTIONS_ALLOWED} (acceptor only). Every key of {@link #TRANSPORT_KEYS} goes unchanged to the transport (its defaults and ranges
  * are the transport's). The acceptor also tolerates keys the broker reads itself: {@value #PROTOCOLS},
  * {@value #CLUSTER_CONNECTION} and {@value #SCHEME} (added by the broker's {@code tcp://} URL parser when an acceptor
- * is switched by {@link RdmaAcceptorPlugin}). Both sides tolerate the {@code <mask-password>} keys the broker.xml
- * parser adds to every acceptor and connector ({@link #MASK_PASSWORD}, {@link #PASSWORD_CODEC}); no RDMA parameter
- * is a password, so they change nothing.
+ * is switched by {@link RdmaAcceptorPlugin}). The TLS keys of Artemis's Netty transport ({@link TlsEngines#ACCEPTOR_KEYS},
+ * {@link TlsEngines#CONNECTOR_KEYS}: sslEnabled, the key and trust stores, client authentication, host verification,
+ * ...) are read by {@link TlsEngines}; the {@code <mask-password>} keys the broker.xml parser adds to every acceptor
+ * and connector ({@link #MASK_PASSWORD}, {@link #PASSWORD_CODEC}) apply to their passwords, as on Netty. None of them
+ * is a transport key: a plain and a TLS endpoint with the same tuning share one transport.
  */
 public final class RdmaParameters {
 
@@ -64,9 +66,9 @@ public final class RdmaParameters {
     public static final List<String> TRANSPORT_KEYS = List.copyOf(new TreeSet<>(TransportConfig.KEYS));
 
     static final Set<String> CONNECTOR_KEYS = without(keys(List.of(HOST, PORT, BATCH_DELAY, METRICS_NAME,
-            MASK_PASSWORD, PASSWORD_CODEC)), TransportConfig.LISTENER_KEYS);
+            MASK_PASSWORD, PASSWORD_CODEC), TlsEngines.CONNECTOR_KEYS), TransportConfig.LISTENER_KEYS);
     static final Set<String> ACCEPTOR_KEYS = keys(List.of(HOST, PORT, BATCH_DELAY, DIRECT_DELIVER, CONNECTIONS_ALLOWED,
-            PROTOCOLS, SCHEME, CLUSTER_CONNECTION, MASK_PASSWORD, PASSWORD_CODEC));
+            PROTOCOLS, SCHEME, CLUSTER_CONNECTION, MASK_PASSWORD, PASSWORD_CODEC), TlsEngines.ACCEPTOR_KEYS);
 
     private RdmaParameters() {
     }
@@ -78,8 +80,9 @@ public final class RdmaParameters {
         return Set.copyOf(left);
     }
 
-    private static Set<String> keys(List<String> own) {
+    private static Set<String> keys(List<String> own, Set<String> tls) {
         Set<String> all = new TreeSet<>(own);
+        all.addAll(tls);
         all.addAll(TRANSPORT_KEYS);
         return Set.copyOf(all);
     }

@@ -142,9 +142,18 @@ class PluginLinksTest {
 
     @Test
     void connectorWithANettyOnlyKeyIsRefusedAtStartUp() throws Exception {
-        connector("peer", "tcp://10.0.0.2:61700?sslEnabled=true");
+        connector("peer", "tcp://10.0.0.2:61700?tcpNoDelay=true");
         String why = refusal(null, "peer");
-        assertTrue(why.contains("'sslEnabled'") && why.contains("connector 'peer'"), why);
+        assertTrue(why.contains("'tcpNoDelay'") && why.contains("connector 'peer'"), why);
+    }
+
+    /** Issue 38: Netty's TLS keys go over RDMA too; their values are checked when the connector is switched. */
+    @Test
+    void connectorWithABadTlsValueIsRefusedAtStartUp() throws Exception {
+        connector("peer", "tcp://10.0.0.2:61700?sslEnabled=true&verifyHost=yes");
+        String why = refusal(null, "peer");
+        assertTrue(why.contains("connector 'peer'") && why.contains("verifyHost: expected true or false, got 'yes'"),
+                why);
     }
 
     @Test
