@@ -127,7 +127,12 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
             fail("TLS handshake with " + remoteAddress() + " failed: " + message(e), e);
         }
         try {
-            handshake.get(tls.handshakeTimeout().toNanos(), TimeUnit.NANOSECONDS);
+            long nanos = tls.handshakeTimeout().toNanos();
+            if (nanos > 0) {
+                handshake.get(nanos, TimeUnit.NANOSECONDS);
+            } else {
+                handshake.get(); // 0: no timeout, as Artemis's sslHandshakeTimeout=0
+            }
         } catch (java.util.concurrent.TimeoutException e) {
             fail("TLS handshake with " + remoteAddress() + " did not finish within " + tls.handshakeTimeout()
                     .toMillis() + " ms (sslHandshakeTimeout)", null);
