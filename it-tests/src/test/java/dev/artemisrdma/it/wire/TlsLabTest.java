@@ -43,8 +43,16 @@ class TlsLabTest {
 
     /** A store of the project's TLS test set ({@code artemis-rdma-connector/src/test/resources/tls}). */
     static String store(String name) {
-        Path dir = Path.of("").toAbsolutePath().getParent().resolve("artemis-rdma-connector/src/test/resources/tls");
-        Path p = dir.resolve(name + ".p12");
+        // the checkout, which both lab hosts see at the same path (the host's root, read-only)
+        Path dir = Path.of(System.getProperty("user.dir")).toAbsolutePath();
+        while (dir != null && !Files.isDirectory(dir.resolve("artemis-rdma-connector/src/test/resources/tls"))) {
+            dir = dir.getParent();
+        }
+        if (dir == null) {
+            throw new IllegalStateException("no artemis-rdma-connector/src/test/resources/tls above "
+                    + System.getProperty("user.dir"));
+        }
+        Path p = dir.resolve("artemis-rdma-connector/src/test/resources/tls").resolve(name + ".p12");
         if (!Files.isReadable(p)) {
             throw new IllegalStateException("TLS test store " + p + " is missing (see make-stores there)");
         }
