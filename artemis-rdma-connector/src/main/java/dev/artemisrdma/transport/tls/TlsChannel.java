@@ -47,8 +47,13 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
 
     private static final Logger LOG = LoggerFactory.getLogger(TlsChannel.class);
     private static final LogLimiter HANDSHAKE_FAILED = LogLimiter.site(LOG, Level.WARN, "failed TLS handshakes");
-    /** Plaintext scratch kept between frames; larger frames get a buffer of their own, dropped after delivery. */
-    private static final int KEPT_SCRATCH = 64 * 1024;
+    /**
+     * Plaintext of one frame, per completion-loop thread (a frame is unwrapped and delivered on the loop, and the
+     * application may not keep the buffer past its call): kept up to this size, so a thousand idle TLS connections
+     * hold no plaintext memory; a larger frame gets a buffer of its own, dropped after delivery.
+     */
+    private static final int KEPT_SCRATCH = 1 << 20;
+    private static final ThreadLocal<ByteBuffer> SCRATCH = new ThreadLocal<>();
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
     /**
      * The one-byte frame a listener sends first once its handshake is done and the peer passed every check: the
@@ -69,8 +74,6 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     /** Why this side ended the connection (a failed handshake or record), reported instead of a local close. */
     private volatile FabricException failure;
     private ScheduledFuture<?> deadline;
-    /** Loop thread only. */
-    private ByteBuffer scratch;
 
     private TlsChannel(SSLEngine engine, ChannelHandler app, Function<RdmaChannel, ChannelHandler> acceptor) {
         this.engine = engine;
@@ -417,6 +420,10 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
                 out.release();
                 throw e;
             }
+            if (out.buffer().position() == 0) {
+                out.release(); // an empty frame makes no record: nothing to send, nothing the peer would deliver
+                return;
+            }
             wire.write(out, flush);
         } finally {
             wrapLock.unlock();
@@ -524,14 +531,18 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         return "TlsChannel[" + wire + "]";
     }
 
-    private ByteBuffer scratch(int atLeast) {
+    private static ByteBuffer scratch(int atLeast) {
         if (atLeast > KEPT_SCRATCH) {
             return ByteBuffer.allocateDirect(atLeast); // a large frame's own, dropped after delivery
         }
-        if (scratch == null) {
-            scratch = ByteBuffer.allocateDirect(KEPT_SCRATCH);
+        ByteBuffer kept = SCRATCH.get();
+        if (kept == null || kept.capacity() < atLeast) {
+            // grows in steps of 64 KiB up to KEPT_SCRATCH: most frames are small
+            kept = ByteBuffer.allocateDirect(Math.min(KEPT_SCRATCH, Math.max(64 * 1024, Integer.highestOneBit(
+                    atLeast - 1) << 1)));
+            SCRATCH.set(kept);
         }
-        return scratch;
+        return kept;
     }
 
     private ByteBuffer grow(ByteBuffer plain, int more) {
