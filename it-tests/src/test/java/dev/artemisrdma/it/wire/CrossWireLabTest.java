@@ -23,7 +23,6 @@ import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 
 import java.nio.file.Files;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -45,7 +44,6 @@ import java.util.regex.Pattern;
 class CrossWireLabTest {
 
     private static final int PORT = 61617;
-    private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
     /** A log line's time of day (hours, minutes, seconds, milliseconds), as SLF4J's simple logger and date print it. */
     private static final String STAMP = "^(\\d\\d):(\\d\\d):(\\d\\d)\\.(\\d{3}) ";
     private static final Pattern TIME_OF_DAY = Pattern.compile(STAMP);
@@ -305,7 +303,7 @@ class CrossWireLabTest {
                 LabHost.b().cable(true);
                 pulled = " (host B's cable pulled for about " + (System.nanoTime() - t0) / 1_000_000 + " ms)";
             }
-            Map<String, Long> r = result(client.await("RESULT", 540));
+            Map<String, Long> r = WireJmsMain.result(client.await("RESULT", 540));
             Crossing c = new Crossing(r, LabHost.a().counters().since(a0), LabHost.b().counters().since(b0));
             System.out.println(queue + pulled + ": " + c);
             return new Run(c, client.keptSince(0), pulledAtEpoch, pulledAtOfDay);
@@ -333,16 +331,6 @@ class CrossWireLabTest {
                 * 1000 + Long.parseLong(m.group(4));
     }
 
-    private static Map<String, Long> result(String line) {
-        Matcher m = RESULT.matcher(line);
-        assertTrue(m.matches(), line);
-        Map<String, Long> values = new LinkedHashMap<>();
-        for (String kv : m.group(1).split(" ")) {
-            String[] p = kv.split("=");
-            values.put(p[0], Math.round(Double.parseDouble(p[1])));
-        }
-        return values;
-    }
 
     /** One run's result and what the two hosts' counters say about it. */
     private record Crossing(Map<String, Long> result, WireCounters a, WireCounters b) {

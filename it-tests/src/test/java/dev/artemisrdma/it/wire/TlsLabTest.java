@@ -10,8 +10,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.artemis.LabBroker;
@@ -37,7 +35,6 @@ class TlsLabTest {
     private static final int TLS = 61642;
     private static final int WRONG_NAME = 61643;
     private static final String PASSWORD = "secureexample";
-    private static final Pattern RESULT = Pattern.compile("RESULT (.*)");
 
     private static LabBroker broker;
 
@@ -107,7 +104,7 @@ class TlsLabTest {
         try (JavaProcess client = JavaProcess.driven("tls.jms", WireJmsMain.class).on(LabHost.b()).jvm("-Xmx768m")
                 .echo(line -> line.startsWith("RESULT") || line.startsWith("FAILED") || line.contains("WARN"), 20)
                 .start(tlsUrl(TLS, "client", "trust", ""), "tls.jms", Integer.toString(count), "21")) {
-            Map<String, Long> r = result(client.await("RESULT", 540));
+            Map<String, Long> r = WireJmsMain.result(client.await("RESULT", 540));
             WireCounters a = LabHost.a().counters().since(a0);
             WireCounters b = LabHost.b().counters().since(b0);
             String what = r + "; " + a.summary() + "; " + b.summary();
@@ -212,14 +209,4 @@ class TlsLabTest {
         return -1;
     }
 
-    private static Map<String, Long> result(String line) {
-        Matcher m = RESULT.matcher(line);
-        assertTrue(m.matches(), line);
-        Map<String, Long> values = new LinkedHashMap<>();
-        for (String kv : m.group(1).split(" ")) {
-            String[] p = kv.split("=");
-            values.put(p[0], Math.round(Double.parseDouble(p[1])));
-        }
-        return values;
-    }
 }

@@ -14,6 +14,8 @@ import org.apache.activemq.artemis.jms.client.ActiveMQConnection;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 
 import java.nio.ByteBuffer;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -39,6 +41,20 @@ public final class WireJmsMain {
     private static final long RECEIVE_TIMEOUT_MS = 120_000;
 
     private WireJmsMain() {
+    }
+
+    /**
+     * The values of a {@code RESULT k=v k=v ...} line this program printed, rounded to whole numbers; fails the
+     * calling test when the line is not one.
+     */
+    static Map<String, Long> result(String line) {
+        org.junit.jupiter.api.Assertions.assertTrue(line != null && line.startsWith("RESULT "), line);
+        Map<String, Long> values = new LinkedHashMap<>();
+        for (String kv : line.substring("RESULT ".length()).strip().split(" ")) {
+            String[] p = kv.split("=");
+            values.put(p[0], Math.round(Double.parseDouble(p[1])));
+        }
+        return values;
     }
 
     public static void main(String[] args) throws Exception {
