@@ -48,12 +48,16 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private static final Logger LOG = LoggerFactory.getLogger(TlsChannel.class);
     private static final LogLimiter HANDSHAKE_FAILED = LogLimiter.site(LOG, Level.WARN, "failed TLS handshakes");
     /**
-     * Plaintext of one frame, per completion-loop thread (a frame is unwrapped and delivered on the loop, and the
-     * application may not keep the buffer past its call): kept up to this size, so a thousand idle TLS connections
-     * hold no plaintext memory; a larger frame gets a buffer of its own, dropped after delivery.
+     * The engine reads and writes heap buffers: the JDK's AES-GCM on direct buffers cost about 2.5 times as much at
+     * 64 KiB (Netty's SslHandler hands the JDK engine heap buffers too). So records and plaintext are staged in
+     * per-thread heap buffers, one pair for unwrapping (the completion loop's; the application may not keep the
+     * plaintext past its call) and one for wrapping (each writer's), and copied from the receive slot and into
+     * registered send memory: two memcpy, far cheaper than the cipher's penalty. Kept up to {@value #KEPT_SCRATCH}
+     * bytes each, so idle connections hold none; a larger frame gets buffers of its own.
      */
     private static final int KEPT_SCRATCH = 1 << 20;
-    private static final ThreadLocal<ByteBuffer> SCRATCH = new ThreadLocal<>();
+    private static final ThreadLocal<HeapScratch> UNWRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
+    private static final ThreadLocal<HeapScratch> WRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
     /**
      * The one-byte frame a listener sends first once its handshake is done and the peer passed every check: the
@@ -174,17 +178,20 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         if (failure != null) {
             return; // failed: what follows is not read
         }
-        ByteBuffer plain = scratch(frame.remaining());
+        HeapScratch scratch = UNWRAP_SCRATCH.get();
+        ByteBuffer records = scratch.first(frame.remaining());
+        records.put(frame).flip();
+        ByteBuffer plain = scratch.second(records.remaining());
         try {
-            while (frame.hasRemaining()) {
-                SSLEngineResult r = engine.unwrap(frame, plain);
+            while (records.hasRemaining()) {
+                SSLEngineResult r = engine.unwrap(records, plain);
                 switch (r.getStatus()) {
                     case BUFFER_OVERFLOW -> plain = grow(plain, engine.getSession().getApplicationBufferSize());
-                    case BUFFER_UNDERFLOW -> throw new SSLException("a frame of " + frame.limit()
+                    case BUFFER_UNDERFLOW -> throw new SSLException("a frame of " + records.limit()
                             + " bytes ends inside a TLS record (not an artemis-rdma TLS peer?)");
                     case CLOSED -> {
                         // the peer's close_notify: its disconnect follows and reports the cause to the application
-                        frame.position(frame.limit());
+                        records.position(records.limit());
                     }
                     default -> {
                     }
@@ -202,8 +209,6 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         } catch (SSLException | FabricException e) {
             fail("TLS " + (handshake.isDone() ? "record from " : "handshake with ") + remoteAddress() + " failed: "
                     + message(e), e);
-        } finally {
-            plain.clear();
         }
     }
 
@@ -394,36 +399,30 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         int length = frame.remaining();
         wrapLock.lock();
         try {
-            SendBuffer out = wire.allocate(cipherBound(length));
+            HeapScratch scratch = WRAP_SCRATCH.get();
+            ByteBuffer plain = scratch.first(length);
+            plain.put(frame).flip();
+            ByteBuffer records = scratch.second(cipherBound(length));
             try {
-                ByteBuffer dst = out.buffer();
                 do {
-                    SSLEngineResult r = engine.wrap(frame, dst);
+                    SSLEngineResult r = engine.wrap(plain, records);
                     if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
-                        SendBuffer bigger = wire.allocate(dst.position() + 2 * engine.getSession()
-                                .getPacketBufferSize() + frame.remaining());
-                        dst.flip();
-                        bigger.buffer().put(dst);
-                        out.release();
-                        out = bigger;
-                        dst = out.buffer();
+                        records = grow(records, 2 * engine.getSession().getPacketBufferSize() + plain.remaining());
                     } else if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
                         throw new FabricException("connection " + id() + " to " + remoteAddress()
                                 + " is closing: TLS is closed");
                     }
-                } while (frame.hasRemaining());
+                } while (plain.hasRemaining());
             } catch (SSLException e) {
-                out.release();
                 fail("TLS record to " + remoteAddress() + " failed: " + message(e), e);
                 throw failure;
-            } catch (FabricException | RuntimeException e) {
-                out.release();
-                throw e;
             }
-            if (out.buffer().position() == 0) {
-                out.release(); // an empty frame makes no record: nothing to send, nothing the peer would deliver
-                return;
+            records.flip();
+            if (!records.hasRemaining()) {
+                return; // an empty frame makes no record: nothing to send, nothing the peer would deliver
             }
+            SendBuffer out = wire.allocate(records.remaining());
+            out.buffer().put(records);
             wire.write(out, flush);
         } finally {
             wrapLock.unlock();
@@ -531,25 +530,46 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         return "TlsChannel[" + wire + "]";
     }
 
-    private static ByteBuffer scratch(int atLeast) {
-        if (atLeast > KEPT_SCRATCH) {
-            return ByteBuffer.allocateDirect(atLeast); // a large frame's own, dropped after delivery
-        }
-        ByteBuffer kept = SCRATCH.get();
-        if (kept == null || kept.capacity() < atLeast) {
-            // grows in steps of 64 KiB up to KEPT_SCRATCH: most frames are small
-            kept = ByteBuffer.allocateDirect(Math.min(KEPT_SCRATCH, Math.max(64 * 1024, Integer.highestOneBit(
-                    atLeast - 1) << 1)));
-            SCRATCH.set(kept);
-        }
-        return kept;
+    /** A copy of {@code full}'s written part with {@code more} bytes of room beyond it (heap). */
+    private static ByteBuffer grow(ByteBuffer full, int more) {
+        ByteBuffer bigger = ByteBuffer.allocate(full.position() + more);
+        full.flip();
+        bigger.put(full);
+        return bigger;
     }
 
-    private ByteBuffer grow(ByteBuffer plain, int more) {
-        ByteBuffer bigger = ByteBuffer.allocateDirect(plain.capacity() + more);
-        plain.flip();
-        bigger.put(plain);
-        return bigger;
+    /** Two heap buffers of one thread, cleared when handed out (see {@link #KEPT_SCRATCH}). */
+    private static final class HeapScratch {
+        private ByteBuffer first = ByteBuffer.allocate(0);
+        private ByteBuffer second = ByteBuffer.allocate(0);
+
+        ByteBuffer first(int atLeast) {
+            ByteBuffer b = fit(first, atLeast);
+            if (b.capacity() <= KEPT_SCRATCH) {
+                first = b;
+            }
+            return b;
+        }
+
+        ByteBuffer second(int atLeast) {
+            ByteBuffer b = fit(second, atLeast);
+            if (b.capacity() <= KEPT_SCRATCH) {
+                second = b;
+            }
+            return b;
+        }
+
+        private static ByteBuffer fit(ByteBuffer kept, int atLeast) {
+            if (kept.capacity() >= atLeast) {
+                return kept.clear();
+            }
+            if (atLeast > KEPT_SCRATCH) {
+                return ByteBuffer.allocate(atLeast); // this frame's own
+            }
+            // most frames are small: powers of two from 16 KiB
+            return ByteBuffer.allocate(Math.min(KEPT_SCRATCH, Math.max(16 * 1024,
+                    Integer.highestOneBit(atLeast - 1) << 1)));
+        }
     }
 
     private static String message(Throwable e) {
