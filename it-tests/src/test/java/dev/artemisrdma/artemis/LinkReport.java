@@ -4,7 +4,9 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
 
+import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.stats.TransportStats;
+import dev.artemisrdma.transport.tls.TlsChannel;
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.core.client.TopologyMember;
 import org.apache.activemq.artemis.core.postoffice.impl.LocalQueueBinding;
@@ -19,8 +21,9 @@ import org.apache.activemq.artemis.spi.core.remoting.Connection;
 /**
  * What carried a broker's links, from inside the broker (lab tests; in this package to read our connections' transport
  * counters): its acceptors and connectors by class, the connections it accepted by transport with their frame counts,
- * the sessions opened by peers (cluster bridges, core bridges) by transport, its topology and its replication link.
- * One line of {@code key=value} pairs separated by spaces.
+ * the sessions opened by peers (cluster bridges, core bridges) by transport, its topology and its replication link
+ * (and whether TLS carries them: {@code inboundTls}, {@code replicationTls} with the session's protocol and cipher
+ * suite, {@code none} without). One line of {@code key=value} pairs separated by spaces.
  */
 public final class LinkReport {
 
@@ -37,6 +40,7 @@ public final class LinkReport {
         report.put("connectors", server.getConfiguration().getConnectorConfigurations().entrySet().stream()
                 .map(e -> e.getKey() + ":" + simple(e.getValue())).sorted().collect(Collectors.joining(",")));
         int rdma = 0;
+        int tls = 0;
         int other = 0;
         long framesIn = 0;
         long framesOut = 0;
@@ -44,6 +48,7 @@ public final class LinkReport {
             for (RemotingConnection connection : server.getRemotingService().getConnections()) {
                 if (connection.getTransportConnection() instanceof RdmaConnection c && c.channel() != null) {
                     rdma++;
+                    tls += c.channel() instanceof TlsChannel ? 1 : 0;
                     TransportStats stats = c.channel().stats();
                     framesIn += stats.framesReceived();
                     framesOut += stats.framesSent();
@@ -53,6 +58,7 @@ public final class LinkReport {
             }
         }
         report.put("inboundRdma", rdma);
+        report.put("inboundTls", tls);
         report.put("inboundOther", other);
         report.put("framesIn", framesIn);
         report.put("framesOut", framesOut);
@@ -109,6 +115,7 @@ public final class LinkReport {
         report.put("topologyRdmaBackups", backups);
         ReplicationManager replication = server.getReplicationManager();
         String link = "none";
+        String linkTls = "none";
         if (replication != null && replication.getBackupTransportConnection() != null) {
             Connection transport = replication.getBackupTransportConnection().getTransportConnection();
             link = transport.getClass().getSimpleName();
@@ -116,10 +123,40 @@ public final class LinkReport {
                 TransportStats stats = c.channel().stats();
                 report.put("replicationFramesOut", stats.framesSent());
                 report.put("replicationBytesOut", stats.bytesSent());
+                linkTls = tls(c.channel());
             }
         }
         report.put("replication", link);
+        report.put("replicationTls", linkTls);
         return report.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).collect(Collectors.joining(" "));
+    }
+
+    /**
+     * The TLS sessions of the broker's connections, counted by transport, protocol and cipher suite ({@code rdma
+     * TLSv1.3 TLS_AES_256_GCM_SHA384}, {@code netty ...}); plain connections are not counted.
+     */
+    public static Map<String, Integer> tlsSessions(ActiveMQServer server) {
+        Map<String, Integer> sessions = new TreeMap<>();
+        for (RemotingConnection connection : server.getRemotingService().getConnections()) {
+            Connection transport = connection.getTransportConnection();
+            if (transport instanceof RdmaConnection c && c.channel() instanceof TlsChannel t) {
+                sessions.merge("rdma " + t.describeSession(), 1, Integer::sum);
+            } else if (transport instanceof org.apache.activemq.artemis.core.remoting.impl.netty.NettyConnection n) {
+                io.netty.handler.ssl.SslHandler ssl = n.getNettyChannel().pipeline()
+                        .get(io.netty.handler.ssl.SslHandler.class);
+                if (ssl != null) {
+                    javax.net.ssl.SSLSession session = ssl.engine().getSession();
+                    sessions.merge("netty " + session.getProtocol() + " " + session.getCipherSuite() + " ("
+                            + ssl.engine().getClass().getSimpleName() + ")", 1, Integer::sum);
+                }
+            }
+        }
+        return sessions;
+    }
+
+    /** The TLS session of a channel ({@code TLSv1.3/TLS_AES_256_GCM_SHA384}), {@code none} for a plain one. */
+    private static String tls(RdmaChannel channel) {
+        return channel instanceof TlsChannel t ? t.describeSession().replace(' ', '/') : "none";
     }
 
     private static boolean isRdma(Connection connection) {

@@ -16,9 +16,11 @@ import org.apache.activemq.artemis.spi.core.security.ActiveMQJAASSecurityManager
 
 /**
  * One broker of a pair, from a file of {@code config/pairs/}, in a process of its own so that a test can SIGKILL it.
- * Arguments: {@code FILE DATA_DIR [tcp] [properties=FILE] [NAME=VALUE...]}: the values feed the file's
- * {@code ${NAME}} substitutions; {@code properties=} applies broker properties; {@code tcp} drops the broker plugins
- * and the properties, so every link stays on Netty TCP (the comparison runs). Prints
+ * Arguments: {@code FILE DATA_DIR [tcp] [properties=FILE] [property:KEY=VALUE...] [NAME=VALUE...]}: the values feed
+ * the file's {@code ${NAME}} substitutions; {@code properties=} applies broker properties, and each
+ * {@code property:} one more after the file's (e.g. {@code property:acceptorConfigurations.rdma.params.sslEnabled=true});
+ * {@code tcp} drops the broker plugins and the properties, so every link stays on Netty TCP (the comparison runs).
+ * Prints
  * {@value #READY} once started (active or, for a backup, waiting for its primary), then answers commands on stdin:
  * {@code report} prints {@value #REPORT} and a {@link LinkReport} line; {@code stop} stops the broker and exits.
  */
@@ -30,6 +32,8 @@ public final class PairBrokerMain {
     public static final String REPORT = "PAIR REPORT ";
     /** Argument prefix naming a broker.properties file of {@code config/pairs/} to apply (not with {@code tcp}). */
     public static final String PROPERTIES = "properties=";
+    /** Argument prefix of one broker property ({@code property:KEY=VALUE}), applied after {@link #PROPERTIES}' file. */
+    public static final String PROPERTY = "property:";
 
     private PairBrokerMain() {
     }
@@ -39,11 +43,15 @@ public final class PairBrokerMain {
         Path data = Path.of(args[1]);
         boolean tcp = false;
         String brokerProperties = null;
+        java.util.Properties more = new java.util.Properties();
         for (int i = 2; i < args.length; i++) {
             if (args[i].equals("tcp")) {
                 tcp = true;
             } else if (args[i].startsWith(PROPERTIES)) {
                 brokerProperties = args[i].substring(PROPERTIES.length());
+            } else if (args[i].startsWith(PROPERTY)) {
+                int eq = args[i].indexOf('=');
+                more.setProperty(args[i].substring(PROPERTY.length(), eq), args[i].substring(eq + 1));
             } else {
                 int eq = args[i].indexOf('=');
                 System.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
@@ -59,8 +67,8 @@ public final class PairBrokerMain {
             new ArrayList<>(config.getBrokerPlugins()).forEach(config::unRegisterBrokerPlugin);
         }
         ActiveMQServer server = new ActiveMQServerImpl(config, new ActiveMQJAASSecurityManager());
-        if (brokerProperties != null && !tcp) {
-            server.setProperties(LabBroker.configDir().resolve("pairs").resolve(brokerProperties).toString());
+        if ((brokerProperties != null || !more.isEmpty()) && !tcp) {
+            server.setProperties(brokerProperties(brokerProperties, more).toString());
         }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(server)));
         server.start();
@@ -80,6 +88,27 @@ public final class PairBrokerMain {
         }
         stop(server);
         System.exit(0);
+    }
+
+    /**
+     * The file of broker properties to apply: {@code config/pairs/FILE} itself, or, with {@code more}, a copy of it
+     * (none: an empty one) with {@code more} written after its own lines, in a temporary file.
+     */
+    private static Path brokerProperties(String file, java.util.Properties more) throws java.io.IOException {
+        Path named = file == null ? null : LabBroker.configDir().resolve("pairs").resolve(file);
+        if (more.isEmpty()) {
+            return named;
+        }
+        java.io.StringWriter text = new java.io.StringWriter();
+        if (named != null) {
+            text.write(java.nio.file.Files.readString(named));
+            text.write(System.lineSeparator());
+        }
+        more.store(text, "property: arguments of PairBrokerMain"); // escaped as Properties.load reads them back
+        Path merged = java.nio.file.Files.createTempFile("pair-broker", ".properties");
+        java.nio.file.Files.writeString(merged, text.toString());
+        merged.toFile().deleteOnExit();
+        return merged;
     }
 
     private static void stop(ActiveMQServer server) {

@@ -80,6 +80,9 @@ public class PairsReplicationLabTest {
     /** Time the live producer spent in commit(), and in all (nanoseconds). */
     private static final AtomicLong COMMIT_NANOS = new AtomicLong();
     private static final AtomicLong BATCH_NANOS = new AtomicLong();
+    /** The durable and large messages this instance's runs store before the backup starts. */
+    private int messages = MESSAGES;
+    private int large = LARGE;
 
     @Test
     void replicationAndFailoverOverRdmaNextToTcp() throws Exception {
@@ -189,6 +192,16 @@ public class PairsReplicationLabTest {
         PairsLab.assertResourcesBack(baseline); // the dropped replication link and the killed backup left nothing
     }
 
+    /**
+     * This instance's runs with half the configured durable and large messages (CI: 1,000 and 2), for a variant whose
+     * every byte costs more in the lab (TLS: the crypto in C1-compiled Java under emulation).
+     */
+    PairsReplicationLabTest halfCounts() {
+        messages = Math.max(20, MESSAGES / 2);
+        large = Math.max(1, LARGE / 2);
+        return this;
+    }
+
     /** A pair broker's substitutions: its own address and port, its peer's, and the replication properties. */
     private static Map<String, String> replicationProps(String host, int port, String peerHost, int peerPort) {
         return props("rdma.host", host, "rdma.port", "" + port, "rdma.peer.host", peerHost, "rdma.peer.port",
@@ -210,9 +223,36 @@ public class PairsReplicationLabTest {
      */
     public long run(boolean tcp, OlderBuilds.Build olderBackup, String primaryAddr, String backupAddr,
              dev.artemisrdma.it.hosts.LabHost backupHost) throws Exception {
+        return run(tcp, olderBackup, primaryAddr, backupAddr, backupHost, null);
+    }
+
+    /**
+     * TLS for a run's pair and client (issue 38): {@code brokerProperties} are given to both brokers after
+     * replication.properties (the TLS keys of their acceptor "rdma" and connectors "self" and "peer"),
+     * {@code clientQuery} ends the client's URL ({@code &sslEnabled=true&...}, for the primary and the backup), and
+     * {@code whileReplicating} runs once the backup is in sync and the primary replicates to it, with the primary's
+     * address and port (to show that a plain client is refused there meanwhile).
+     */
+    public record Tls(Map<String, String> brokerProperties, String clientQuery, Check whileReplicating) {
+
+        /** What {@link Tls#whileReplicating} runs. */
+        public interface Check {
+            void run(String primaryAddr, int primaryPort) throws Exception;
+        }
+    }
+
+    /**
+     * As above, over TLS when {@code tls} is not null (RDMA only): then the primary's replication link and every
+     * connection its acceptor took must be TLS, and so must the client's connection to the backup after the failover.
+     */
+    public long run(boolean tcp, OlderBuilds.Build olderBackup, String primaryAddr, String backupAddr,
+             dev.artemisrdma.it.hosts.LabHost backupHost, Tls tls) throws Exception {
+        if (tls != null && tcp) {
+            throw new IllegalArgumentException("the TLS run is an RDMA run");
+        }
         String scheme = tcp ? "tcp" : "rdma";
-        // names the brokers, their data and the printed lines: "rdma", "tcp", "rdma-mixed"
-        String label = olderBackup == null ? scheme : scheme + "-mixed";
+        // names the brokers, their data and the printed lines: "rdma", "tcp", "rdma-mixed", "rdma-tls"
+        String label = (olderBackup == null ? scheme : scheme + "-mixed") + (tls == null ? "" : "-tls");
         ROLLED_BACK.set(0);
         OUTCOME_UNKNOWN.set(0);
         DUPLICATES_REFUSED.set(0);
@@ -222,8 +262,15 @@ public class PairsReplicationLabTest {
         Path data = Files.createTempDirectory("pairs-replication-" + label);
         Map<String, String> primaryProps = replicationProps(primaryAddr, portP, backupAddr, portB);
         Map<String, String> backupProps = replicationProps(backupAddr, portB, primaryAddr, portP);
+        if (tls != null) {
+            tls.brokerProperties().forEach((k, v) -> {
+                primaryProps.put(PairBrokerMain.PROPERTY + k, v);
+                backupProps.put(PairBrokerMain.PROPERTY + k, v);
+            });
+        }
         String url = scheme + "://" + primaryAddr + ":" + portP + "?ha=true&reconnectAttempts=-1&retryInterval=100"
-                + "&maxRetryInterval=1000#" + scheme + "://" + backupAddr + ":" + portB;
+                + "&maxRetryInterval=1000" + (tls == null ? "" : tls.clientQuery()) + "#" + scheme + "://" + backupAddr
+                + ":" + portB;
         PairBroker primary = PairBroker.start(label + "-primary", "primary.xml", data.resolve("p"), tcp,
                 primaryProps);
         PairBroker backup = null;
@@ -247,12 +294,12 @@ public class PairsReplicationLabTest {
             Queue paged = session.createQueue("paged.orders");
             Set<Integer> committed = new TreeSet<>();
             long loadStart = System.nanoTime();
-            sendBatches(session, orders, 0, MESSAGES, 512, committed);
-            sendBatches(session, orders, MESSAGES, LARGE, LARGE_BYTES, committed);
+            sendBatches(session, orders, 0, messages, 512, committed);
+            sendBatches(session, orders, messages, large, LARGE_BYTES, committed);
             Set<Integer> pagedCommitted = new TreeSet<>();
             sendBatches(session, paged, 0, PAGED, 8 * 1024, pagedCommitted);
             System.out.printf("[%s] %d durable + %d large (%d bytes) + %d paged messages stored in %d ms%n", label,
-                    MESSAGES, LARGE, LARGE_BYTES, PAGED, elapsedMillis(loadStart));
+                    messages, large, LARGE_BYTES, PAGED, elapsedMillis(loadStart));
 
             long syncStart = System.nanoTime();
             backup = PairBroker.start(label + "-backup", "backup.xml", data.resolve("b"), tcp, backupProps,
@@ -271,11 +318,21 @@ public class PairsReplicationLabTest {
                     primaryReport);
             if (!tcp) {
                 assertEquals("RdmaConnection", primaryReport.get("replication"), "replication link " + primaryReport);
-                assertTrue(Long.parseLong(primaryReport.get("replicationBytesOut")) > (long) LARGE * LARGE_BYTES,
+                assertTrue(Long.parseLong(primaryReport.get("replicationBytesOut")) > (long) large * LARGE_BYTES,
                         "the initial sync did not go over the RDMA link: " + primaryReport);
                 PairsClusterLabTest.assertOnlyRdma(primaryReport); // the backup's links are accepted connections
                 primary.await("the backup's RDMA connector in the topology",
                         r -> r.get("topologyRdmaBackups").equals("1"), 60);
+            }
+            if (tls != null) {
+                // the primary's end of the replication link is a TLS channel, and its acceptor took no plain one
+                assertTrue(primaryReport.get("replicationTls").startsWith("TLS"), "the replication link is not TLS: "
+                        + primaryReport);
+                assertEquals(primaryReport.get("inboundRdma"), primaryReport.get("inboundTls"),
+                        "the TLS acceptor holds connections without TLS: " + primaryReport);
+                tls.whileReplicating().run(primaryAddr, portP);
+                System.out.printf("[%s] replication link: %s; the primary's acceptor holds %s connections, all TLS%n",
+                        label, primaryReport.get("replicationTls"), primaryReport.get("inboundTls"));
             }
 
             // a producer under load when the primary dies
@@ -302,6 +359,12 @@ public class PairsReplicationLabTest {
             assertTrue(failedOver.await(60, TimeUnit.SECONDS), "the client did not fail over: " + events);
             long failoverMillis = TimeUnit.NANOSECONDS.toMillis(failedOverAt.get() - killedAt);
             backup.await("the backup active", r -> r.get("active").equals("true"), 60);
+            if (tls != null) { // the client failed over to the backup's TLS acceptor with the topology's connector
+                Map<String, String> active = backup.await("the client's connections on the backup",
+                        r -> Integer.parseInt(r.get("inboundRdma")) > 0, 60);
+                assertEquals(active.get("inboundRdma"), active.get("inboundTls"),
+                        "the backup's acceptor holds connections without TLS after the failover: " + active);
+            }
             Thread.sleep(2_000);
             producing.set(false);
             producer.join(60_000);
