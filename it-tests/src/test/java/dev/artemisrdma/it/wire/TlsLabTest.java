@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import dev.artemisrdma.it.JavaProcess;
+import dev.artemisrdma.it.TlsStores;
 import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.hosts.LabHost;
 import dev.artemisrdma.it.hosts.WireCounters;
@@ -34,51 +35,19 @@ class TlsLabTest {
     private static final int PLAIN = 61641;
     private static final int TLS = 61642;
     private static final int WRONG_NAME = 61643;
-    private static final String PASSWORD = "secureexample";
 
     private static LabBroker broker;
 
-    /** A store of the project's TLS test set ({@code artemis-rdma-connector/src/test/resources/tls}). */
-    static String store(String name) {
-        // the checkout, which both lab hosts see at the same path (the host's root, read-only)
-        Path dir = Path.of(System.getProperty("user.dir")).toAbsolutePath();
-        while (dir != null && !Files.isDirectory(dir.resolve("artemis-rdma-connector/src/test/resources/tls"))) {
-            dir = dir.getParent();
-        }
-        if (dir == null) {
-            throw new IllegalStateException("no artemis-rdma-connector/src/test/resources/tls above "
-                    + System.getProperty("user.dir"));
-        }
-        Path p = dir.resolve("artemis-rdma-connector/src/test/resources/tls").resolve(name + ".p12");
-        if (!Files.isReadable(p)) {
-            throw new IllegalStateException("TLS test store " + p + " is missing (see make-stores there)");
-        }
-        return p.toString();
-    }
-
     static Map<String, String> tlsAcceptor(int port, String key, boolean needClientAuth) {
-        Map<String, String> p = new LinkedHashMap<>();
+        Map<String, String> p = new LinkedHashMap<>(TlsStores.acceptor(key, needClientAuth));
         p.put("port", Integer.toString(port));
-        p.put("sslEnabled", "true");
-        p.put("keyStorePath", store(key));
-        p.put("keyStorePassword", PASSWORD);
-        p.put("keyStoreType", "PKCS12");
-        p.put("trustStorePath", store("trust"));
-        p.put("trustStorePassword", PASSWORD);
-        p.put("trustStoreType", "PKCS12");
-        p.put("needClientAuth", Boolean.toString(needClientAuth));
         return p;
     }
 
     /** A TLS client URL to {@code port} on host A: {@code key} null for no client certificate. */
     static String tlsUrl(int port, String key, String trust, String more) {
-        StringBuilder u = new StringBuilder("rdma://" + LabHost.a().wireAddress() + ":" + port + "?sslEnabled=true"
-                + "&trustStorePath=" + store(trust) + "&trustStorePassword=" + PASSWORD + "&trustStoreType=PKCS12");
-        if (key != null) {
-            u.append("&keyStorePath=").append(store(key)).append("&keyStorePassword=").append(PASSWORD)
-                    .append("&keyStoreType=PKCS12");
-        }
-        return u.append(more).toString();
+        String query = TlsStores.query(key).replace(TlsStores.path("trust"), TlsStores.path(trust));
+        return "rdma://" + LabHost.a().wireAddress() + ":" + port + "?" + query.substring(1) + more;
     }
 
     @BeforeAll
