@@ -274,8 +274,10 @@ public class PairsReplicationLabTest {
         PairBroker primary = PairBroker.start(label + "-primary", "primary.xml", data.resolve("p"), tcp,
                 primaryProps);
         PairBroker backup = null;
+        long connectStart = System.nanoTime();
         try (ActiveMQConnectionFactory cf = tcp ? new ActiveMQConnectionFactory(url) : RdmaConnectionFactories.create(url);
              Connection connection = cf.createConnection()) {
+            System.out.printf("[%s] the client's first connection took %d ms%n", label, elapsedMillis(connectStart));
             List<FailoverEventType> events = new java.util.concurrent.CopyOnWriteArrayList<>();
             AtomicLong failedOverAt = new AtomicLong();
             CountDownLatch failedOver = new CountDownLatch(1);
