@@ -477,7 +477,11 @@ final class TlsEngines implements TlsEngineFactory {
                 bool(params, SSL_AUTO_RELOAD, TransportConstants.DEFAULT_SSL_AUTO_RELOAD); // checked; the broker reads it
             }
             Object timeout = params.get(SSL_HANDSHAKE_TIMEOUT);
-            this.handshakeTimeout = !acceptor ? CONNECTOR_HANDSHAKE_TIMEOUT
+            // a connector has no sslHandshakeTimeout (Artemis's has none: Netty's 10 s); its TLS handshake gets the
+            // connectTimeout it was given, so a slow fabric's users raise one key for the whole connect
+            Object connect = params.get("connectTimeout");
+            this.handshakeTimeout = !acceptor ? (connect == null ? CONNECTOR_HANDSHAKE_TIMEOUT
+                    : TransportConfig.fromMap(Map.of("connectTimeout", connect)).connectTimeout())
                     : Duration.ofSeconds(timeout == null ? TransportConstants.DEFAULT_SSL_HANDSHAKE_TIMEOUT
                     : TransportConfig.intValue(SSL_HANDSHAKE_TIMEOUT, timeout, 0, MAX_HANDSHAKE_TIMEOUT_SECONDS));
             String provider = string(params, SSL_PROVIDER, TransportConstants.DEFAULT_SSL_PROVIDER);

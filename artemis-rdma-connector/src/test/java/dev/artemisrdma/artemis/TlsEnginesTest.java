@@ -134,6 +134,8 @@ class TlsEnginesTest {
     void connectorEnginesHaveArtemisDefaultsAndTheConfiguredTarget() {
         TlsEngines tls = TlsEngines.connector(connectorParams("host", "[::1]", "port", 61799));
         assertEquals(Duration.ofSeconds(10), tls.handshakeTimeout(), "Netty's SslHandler default");
+        assertEquals(Duration.ofSeconds(45), TlsEngines.connector(connectorParams("connectTimeout", "45s"))
+                .handshakeTimeout(), "a connector's handshake gets its connectTimeout");
         SSLEngine engine = tls.newEngine(new InetSocketAddress("127.0.0.1", 1));
         assertTrue(engine.getUseClientMode());
         assertTrue(engine.getWantClientAuth(), "NettyConnector sets wantClientAuth");

@@ -31,8 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
 class TlsJmsTest {
 
     private static final String HOST = "127.0.0.1";
-    private static final int PLAIN = 61751;
-    private static final int TLS = 61752;
+    private static final int PLAIN = 61795;
+    private static final int TLS = 61796;
     private static final String PASSWORD = "secureexample";
 
     @TempDir

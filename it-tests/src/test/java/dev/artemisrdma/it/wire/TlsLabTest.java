@@ -41,13 +41,17 @@ class TlsLabTest {
     static Map<String, String> tlsAcceptor(int port, String key, boolean needClientAuth) {
         Map<String, String> p = new LinkedHashMap<>(TlsStores.acceptor(key, needClientAuth));
         p.put("port", Integer.toString(port));
+        // a cold JVM's first handshake runs the JDK's elliptic-curve code unoptimised, under emulation: 10 s were
+        // seen to be too short on a loaded lab host
+        p.put("sslHandshakeTimeout", "60");
         return p;
     }
 
     /** A TLS client URL to {@code port} on host A: {@code key} null for no client certificate. */
     static String tlsUrl(int port, String key, String trust, String more) {
         String query = TlsStores.query(key).replace(TlsStores.path("trust"), TlsStores.path(trust));
-        return "rdma://" + LabHost.a().wireAddress() + ":" + port + "?" + query.substring(1) + more;
+        return "rdma://" + LabHost.a().wireAddress() + ":" + port + "?" + query.substring(1) + "&connectTimeout=60000"
+                + more;
     }
 
     @BeforeAll
