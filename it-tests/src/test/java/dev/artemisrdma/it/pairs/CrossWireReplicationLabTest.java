@@ -57,12 +57,18 @@ class CrossWireReplicationLabTest {
     @Test
     void aPrimaryOnAReplicatesOverTlsAcrossTheWireToABackupOnBThatTakesOverExactlyOnce() throws Exception {
         LabHost.requireTwoHosts();
+        // the first TLS handshake of a cold JVM runs the JDK's elliptic-curve code interpreted or C1-compiled, under
+        // emulation: on a loaded host it did not finish within the 10 s that the acceptor (sslHandshakeTimeout) and
+        // the connector (connectTimeout) allow by default, and the test failed at its first connect. 60 s each, as
+        // TlsLabTest gives them; the client still tries its first connect three times (initialConnectAttempts)
         Map<String, String> properties = new LinkedHashMap<>();
         TlsStores.acceptor("broker", true).forEach((k, v) -> properties.put(
                 "acceptorConfigurations.rdma.params." + k, v));
+        properties.put("acceptorConfigurations.rdma.params.sslHandshakeTimeout", "60");
         for (String connector : new String[] {"self", "peer"}) {
             TlsStores.connector("broker").forEach((k, v) -> properties.put(
                     "connectorConfigurations." + connector + ".params." + k, v));
+            properties.put("connectorConfigurations." + connector + ".params.connectTimeout", "60000");
         }
         // CI's time: the brokers' and the client's TLS runs the JDK's AES-GCM in C1-compiled Java under the lab's
         // emulation (C1 has no AES intrinsics), under 1 MB/s a side. So 1 MiB journal files instead of 10 (the initial
@@ -70,11 +76,7 @@ class CrossWireReplicationLabTest {
         // durable and large messages: with neither the test took 317 s (the sync 62 s), 134 s without TLS
         properties.put("journalFileSize", Integer.toString(1 << 20));
         List<String> refusal = new ArrayList<>();
-        // the first TLS handshake of a cold JVM runs the JDK's elliptic-curve code interpreted or C1-compiled, under
-        // emulation: once, on a loaded host, it did not finish within the 10 s that the acceptor (sslHandshakeTimeout)
-        // and the connector (Netty's SslHandler default) allow. The client tries its first connect again, as
-        // initialConnectAttempts lets Artemis's clients; the brokers' own links retry for ever (reconnect-attempts -1)
-        String client = TlsStores.query("client") + "&initialConnectAttempts=3";
+        String client = TlsStores.query("client") + "&connectTimeout=60000&initialConnectAttempts=3";
         PairsReplicationLabTest.Tls tls = new PairsReplicationLabTest.Tls(properties, client,
                 (address, port) -> refusal.addAll(plainClientRefused(address, port)));
         WireCounters a0 = LabHost.a().counters();
