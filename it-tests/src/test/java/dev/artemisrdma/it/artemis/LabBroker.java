@@ -59,9 +59,20 @@ public final class LabBroker implements AutoCloseable {
      * parameters changed (a port, at least), made with {@code RdmaAcceptorFactory} itself: broker.xml's plugin
      * switches only the acceptors it names, and would leave a copy under another name on Netty TCP.
      */
+    public static LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
+                                  Map<String, String> rdmaParams,
+                                  Map<String, Map<String, String>> moreRdmaAcceptors) throws Exception {
+        return start(host, port, dataDir, persistent, tcpPort, rdmaParams, moreRdmaAcceptors, Map.of());
+    }
+
+    /**
+     * As above, with more Netty TCP acceptors on the same host: each named one with the given parameters (a port, at
+     * least; TLS keys for a Netty TLS acceptor), for comparisons with Artemis's own transport.
+     */
     public static synchronized LabBroker start(String host, int port, Path dataDir, boolean persistent, int tcpPort,
                                                Map<String, String> rdmaParams,
-                                               Map<String, Map<String, String>> moreRdmaAcceptors) throws Exception {
+                                               Map<String, Map<String, String>> moreRdmaAcceptors,
+                                               Map<String, Map<String, String>> moreTcpAcceptors) throws Exception {
         System.setProperty("rdma.host", host);
         System.setProperty("rdma.port", Integer.toString(port));
         try {
@@ -84,6 +95,12 @@ public final class LabBroker implements AutoCloseable {
                 config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(),
                         Map.of("host", host, "port", tcpPort, "protocols", "CORE"), "tcp"));
             }
+            moreTcpAcceptors.forEach((name, params) -> {
+                Map<String, Object> p = new HashMap<>(Map.of("host", host, "protocols", "CORE"));
+                p.putAll(params);
+                config.addAcceptorConfiguration(new TransportConfiguration(NettyAcceptorFactory.class.getName(), p,
+                        name));
+            });
             ActiveMQServer server = new ActiveMQServerImpl(config, new ActiveMQJAASSecurityManager());
             server.start();
             if (!server.isActive()) {

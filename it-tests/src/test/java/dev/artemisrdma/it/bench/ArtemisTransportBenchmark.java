@@ -293,6 +293,12 @@ public final class ArtemisTransportBenchmark {
      */
     static AllOut throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds,
                              CpuMeter meter) throws Exception {
+        return throughput(cf, queueName, scenario, seconds, meter, SIZE);
+    }
+
+    /** As above, with messages of {@code size} bytes. */
+    static AllOut throughput(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, double seconds,
+                             CpuMeter meter, int size) throws Exception {
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
             int n = pairs.size();
@@ -302,7 +308,7 @@ public final class ArtemisTransportBenchmark {
             boolean[] sendingDone = new boolean[n];
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
-            byte[] body = new byte[SIZE];
+            byte[] body = new byte[size];
             meter.mark();
             long markedAt = System.currentTimeMillis();
             long start = System.nanoTime();
@@ -381,6 +387,12 @@ public final class ArtemisTransportBenchmark {
      */
     static Histogram fixedRate(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, int rate,
                                double seconds, double[] cpuPercent, CpuMeter meter) throws Exception {
+        return fixedRate(cf, queueName, scenario, rate, seconds, cpuPercent, meter, SIZE);
+    }
+
+    /** As above, with messages of {@code size} bytes. */
+    static Histogram fixedRate(ActiveMQConnectionFactory cf, String queueName, Scenario scenario, int rate,
+                               double seconds, double[] cpuPercent, CpuMeter meter, int size) throws Exception {
         Histogram all = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
         List<Pair> pairs = Pair.open(cf, queueName, scenario);
         try {
@@ -389,7 +401,7 @@ public final class ArtemisTransportBenchmark {
             long interval = (long) (1e9 * n / rate);
             AtomicReference<Exception> failure = new AtomicReference<>();
             List<Thread> threads = new ArrayList<>();
-            byte[] body = new byte[SIZE];
+            byte[] body = new byte[size];
             meter.mark();
             long start = System.nanoTime();
             for (int i = 0; i < n; i++) {

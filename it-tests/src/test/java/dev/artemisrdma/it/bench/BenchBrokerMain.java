@@ -1,5 +1,6 @@
 package dev.artemisrdma.it.bench;
 
+import dev.artemisrdma.it.TlsStores;
 import dev.artemisrdma.it.artemis.LabBroker;
 
 import java.io.BufferedReader;
@@ -16,7 +17,10 @@ import java.util.Map;
  * {@code USAGE} line: the process's CPU nanoseconds and the JIT's compile milliseconds since the mark, then a tab-separated {@code nanos name} per
  * thread group, see {@link ThreadCpu}); {@code exit} or the end of stdin stops the broker and the JVM.
  *
- * <p>Arguments: host rdmaPort tcpPort [rdmaParams: {@code key=value;key=value}, added to the RDMA acceptor's].
+ * <p>Arguments: host rdmaPort tcpPort [rdmaParams: {@code key=value;key=value}, added to the RDMA acceptor's]
+ * [{@code tls:RDMA_TLS_PORT:TCP_TLS_PORT}: a TLS acceptor of each transport beside the plain ones, both with the
+ * project's test stores ({@link TlsStores#acceptor}, needClientAuth), for tls-bench]. Command {@code sessions} answers
+ * one {@code SESSIONS} line: the broker's TLS connections by transport, protocol and cipher suite.
  */
 public final class BenchBrokerMain {
 
@@ -34,8 +38,16 @@ public final class BenchBrokerMain {
                 rdmaParams.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
             }
         }
+        Map<String, Map<String, String>> rdmaTls = new java.util.HashMap<>();
+        Map<String, Map<String, String>> tcpTls = new java.util.HashMap<>();
+        if (args.length > 4 && args[4].startsWith("tls:")) {
+            String[] ports = args[4].split(":");
+            rdmaTls.put("rdma-tls", tlsAcceptor(ports[1]));
+            tcpTls.put("tcp-tls", tlsAcceptor(ports[2]));
+        }
         try (LabBroker broker = LabBroker.start(args[0], Integer.parseInt(args[1]),
-                Files.createTempDirectory("bench-broker"), true, Integer.parseInt(args[2]), rdmaParams)) {
+                Files.createTempDirectory("bench-broker"), true, Integer.parseInt(args[2]), rdmaParams, rdmaTls,
+                tcpTls)) {
             System.out.println("READY pid=" + ProcessHandle.current().pid());
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -45,6 +57,8 @@ public final class BenchBrokerMain {
                 if (line.equals("mark")) {
                     mark = ThreadCpu.snapshot();
                     System.out.println("MARKED");
+                } else if (line.equals("sessions")) {
+                    System.out.println("SESSIONS " + dev.artemisrdma.artemis.LinkReport.tlsSessions(broker.server()));
                 } else if (line.equals("usage")) {
                     System.out.println(format(ThreadCpu.snapshot().since(mark)));
                 } else {
@@ -54,6 +68,13 @@ public final class BenchBrokerMain {
             }
         }
         System.exit(0);
+    }
+
+    /** A TLS acceptor's parameters at {@code port}: the test stores, a client certificate needed. */
+    static Map<String, String> tlsAcceptor(String port) {
+        Map<String, String> p = new java.util.LinkedHashMap<>(TlsStores.acceptor("broker", true));
+        p.put("port", port);
+        return p;
     }
 
     static String format(ThreadCpu.Usage usage) {
