@@ -36,7 +36,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * <p>Fair between sources: a peer that drops CM messages on purpose makes every id of its connections wait the
  * kernel's full minute, and 16 of them queued first-come would hold all the threads while every other peer's ids
  * wait behind (issue 37). So ids wait in one queue per source (its host: an IPv4 address, an IPv6 /64), the queues
- * are served in turn, and one source holds at most {@value #THREADS_PER_SOURCE} threads at once.
+ * are served in turn, and one source holds at most {@value #THREADS_PER_SOURCE} of the {@value #THREADS} threads.
  * The owner ({@link VerbsFabric}) {@link #drain}s this before it closes the event channel, which rdma_destroy_id
  * writes to.
  */
@@ -44,9 +44,14 @@ final class CmIdDestroyer {
 
     private static final Logger LOG = LoggerFactory.getLogger(CmIdDestroyer.class);
     /** Destroys at once; an unanswered DREQ holds one thread, not the others. */
-    static final int THREADS = 16;
-    /** The most threads the ids of one source hold at once: the others stay free for everyone else's. */
-    static final int THREADS_PER_SOURCE = 4;
+    static final int THREADS = 20;
+    /**
+     * The most threads the ids of one source hold at once: as many as all sources had before sources took turns, so a
+     * host that churns connections honestly (one client host with many JVMs, a reconnect storm) destroys as fast as
+     * before; the other 4 stay free for everyone else's ids. (At 4 a source, a thousand connect-close cycles from one
+     * host left more than 64 ids waiting, and DestroyBacklog refused that host: ConnectionChurnLabTest.)
+     */
+    static final int THREADS_PER_SOURCE = 16;
     /** A destroy slower than this is worth a line: the kernel waited on the peer. */
     private static final long SLOW_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final LogLimiter SLOW = LogLimiter.site(LOG, Level.INFO, "slow rdma_destroy_id calls");
