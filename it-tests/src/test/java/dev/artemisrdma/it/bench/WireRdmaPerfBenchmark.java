@@ -38,7 +38,8 @@ import java.util.regex.Pattern;
  * over RDMA and over Netty TCP ({@code JMS}, "rdma tcp"; "-" skips JMS). Both hosts' NIC and rxe counters, read
  * around each part, prove that it crossed the wire. Run by {@code it-tests/bench/wire-rdmaperf}.
  *
- * <p>Knobs (environment): {@code ROUNDS} (3), {@code SIZES}, {@code LAT_ITERS} (1,000 round trips; a fifth above
+ * <p>Knobs (environment): {@code ROUNDS} (2: a round takes about 160 s, so that the whole run stays under 10 minutes),
+ * {@code SIZES}, {@code LAT_ITERS} (1,000 round trips; a fifth above
  * 4 KiB), {@code BW_ITERS} (20,000 messages; a tenth above 4 KiB), {@code WARMUP} (the transport client's warm-up
  * count: as many as it measures by default), {@code RDMAPERF_JVM_OPTS} (the RdmaPerf server's and clients' JVM
  * options, -Xmx512m; {@code -Drdmaperf.transport.KEY=VALUE} sets a transport key on both ends), {@code JMS},
@@ -58,7 +59,7 @@ public final class WireRdmaPerfBenchmark {
 
     private final Path out;
     private final String server = LabHost.b().wireAddress();
-    private final int rounds = positive("ROUNDS", env("ROUNDS", "3"));
+    private final int rounds = positive("ROUNDS", env("ROUNDS", "2"));
     private final List<Integer> sizes = words("SIZES", "64 1024 65536").stream()
             .map(s -> positive("SIZES", s)).toList();
     private final int latIters = positive("LAT_ITERS", env("LAT_ITERS", "1000"));
@@ -111,6 +112,7 @@ public final class WireRdmaPerfBenchmark {
             WireCounters a0 = LabHost.a().counters();
             WireCounters b0 = LabHost.b().counters();
             for (int round = 1; round <= rounds; round++) {
+                long roundStart = System.nanoTime();
                 for (int size : sizes) {
                     double[] ibLat = perftest("lat", size, itersFor(latIters, size, 5));
                     double[] tLat = transport("lat", size, itersFor(latIters, size, 5), true);
@@ -127,14 +129,19 @@ public final class WireRdmaPerfBenchmark {
                     System.out.print(line);
                     roundsLog.append(line);
                 }
+                String took = String.format(Locale.ROOT, "round %d took %.0f s%n", round,
+                        (System.nanoTime() - roundStart) / 1e9);
+                System.out.print(took);
+                roundsLog.append(took);
             }
             WireCounters a = LabHost.a().counters().since(a0);
             WireCounters b = LabHost.b().counters().since(b0);
             // every connection of this part runs from A to B: B's rxe counts only what crossed
             b.requireRoceCrossedTheWire(10_000);
             StringBuilder t = new StringBuilder();
-            t.append(String.format(Locale.ROOT, "perftest and the transport across the wire, medians of %d rounds "
-                    + "(latency one-way; ratios transport / perftest)%n", rounds));
+            t.append(String.format(Locale.ROOT, "perftest and the transport across the wire, %s (latency one-way; "
+                    + "ratios transport / perftest)%n", rounds == 2 ? "means of 2 rounds" : "medians of " + rounds
+                    + " rounds"));
             t.append(String.format(Locale.ROOT, "%-7s | %-23s | %-34s | %-20s | %-14s | %-24s%n", "size",
                     "ib_send_lat p50 / p99", "transport p50 / p99 (x ib)", "min: ib / transport", "ib_send_bw",
                     "transport stream (x ib)"));
