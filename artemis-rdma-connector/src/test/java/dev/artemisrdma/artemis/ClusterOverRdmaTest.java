@@ -60,15 +60,42 @@ class ClusterOverRdmaTest {
         runCluster(61773, 61774, true);
     }
 
+    /**
+     * The same cluster with mutual TLS on every link: each node's acceptor needs a client certificate, its cluster
+     * connectors present one, and the clients connect with TLS too; a plain client is refused at either node.
+     */
+    @Test
+    void clusterOverTls() throws Exception {
+        runCluster(61777, 61778, true, true);
+    }
+
     private void runCluster(int portA, int portB, boolean brokerProperties) throws Exception {
-        try (EmbeddedBroker a = node("node-a", portA, portB, brokerProperties);
-             EmbeddedBroker b = node("node-b", portB, portA, brokerProperties)) {
+        runCluster(portA, portB, brokerProperties, false);
+    }
+
+    private void runCluster(int portA, int portB, boolean brokerProperties, boolean tls) throws Exception {
+        String clientTls = tls ? "?sslEnabled=true&keyStorePath=" + TlsEnginesTest.store("client.p12")
+                + "&keyStorePassword=secureexample&keyStoreType=PKCS12&trustStorePath="
+                + TlsEnginesTest.store("trust.p12") + "&trustStorePassword=secureexample&trustStoreType=PKCS12" : "";
+        try (EmbeddedBroker a = node("node-a", portA, portB, brokerProperties, tls);
+             EmbeddedBroker b = node("node-b", portB, portA, brokerProperties, tls)) {
+            if (tls) {
+                for (int port : new int[] {portA, portB}) {
+                    try (ActiveMQConnectionFactory plain = RdmaConnectionFactories.create("rdma://" + HOST + ":" + port
+                            + "?reconnectAttempts=0")) {
+                        org.junit.jupiter.api.Assertions.assertThrows(jakarta.jms.JMSException.class,
+                                plain::createConnection, "a plain client at a TLS node");
+                    }
+                }
+            }
             awaitTwoNodeRdmaTopology(a.server());
             awaitTwoNodeRdmaTopology(b.server());
             assertNotNull(a.server().getRemotingService().getAcceptor("rdma").getClusterConnection(),
                     "the RDMA acceptor is bound to no cluster connection");
-            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + HOST + ":" + portA);
-                 ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + HOST + ":" + portB);
+            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + HOST + ":" + portA
+                    + clientTls);
+                 ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + HOST + ":" + portB
+                    + clientTls);
                  Connection toA = onA.createConnection();
                  Connection toB = onB.createConnection()) {
                 toA.start();
@@ -102,12 +129,32 @@ class ClusterOverRdmaTest {
         }
     }
 
-    private EmbeddedBroker node(String name, int port, int peerPort, boolean brokerProperties) throws Exception {
+    private EmbeddedBroker node(String name, int port, int peerPort, boolean brokerProperties, boolean tls)
+            throws Exception {
         Configuration config = EmbeddedBroker.testable(EmbeddedBroker.read("pairs/cluster.xml", Map.of(
                 "broker.name", name, "rdma.host", HOST, "rdma.port", Integer.toString(port),
                 "rdma.peer.host", HOST, "rdma.peer.port", Integer.toString(peerPort))), dataDir.resolve(name));
         if (brokerProperties) { // the broker-properties route alone
             new ArrayList<>(config.getBrokerPlugins()).forEach(config::unRegisterBrokerPlugin);
+        }
+        if (tls) { // the acceptor needs a client certificate; the cluster's connectors present the broker's
+            Map<String, Object> keys = new java.util.HashMap<>(TlsEnginesTest.acceptorParams("needClientAuth", "true"));
+            keys.remove("host");
+            keys.remove("port");
+            for (TransportConfiguration acceptor : new ArrayList<>(config.getAcceptorConfigurations())) {
+                config.getAcceptorConfigurations().remove(acceptor);
+                Map<String, Object> params = new java.util.HashMap<>(acceptor.getParams());
+                params.putAll(keys);
+                config.addAcceptorConfiguration(new TransportConfiguration(acceptor.getFactoryClassName(), params,
+                        acceptor.getName()));
+            }
+            Map<String, Object> connectorKeys = new java.util.HashMap<>(keys);
+            connectorKeys.remove("needClientAuth");
+            config.getConnectorConfigurations().replaceAll((n, c) -> {
+                Map<String, Object> params = new java.util.HashMap<>(c.getParams());
+                params.putAll(connectorKeys);
+                return new TransportConfiguration(c.getFactoryClassName(), params, c.getName());
+            });
         }
         return EmbeddedBroker.start(config, EmbeddedBroker.configDir().resolve("pairs/cluster.properties").toString());
     }
