@@ -7,7 +7,9 @@ import java.util.Arrays;
 
 /**
  * What the tests' slf4j-simple logger writes while open: it writes to whatever {@code System.err} is when it logs, so
- * a test can count the lines a flood produced. Still echoed to the real stream.
+ * a test can count the lines a flood produced. Still echoed to the real stream. Opening one starts every
+ * {@link LogLimiter} site's interval afresh: the sites are static, and a test that ran earlier in this JVM may have
+ * spent their lines.
  */
 public final class LogCapture implements AutoCloseable {
 
@@ -15,6 +17,7 @@ public final class LogCapture implements AutoCloseable {
     private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
 
     public LogCapture() {
+        LogLimiter.restartAll();
         PrintStream tee = new PrintStream(new java.io.OutputStream() {
             @Override
             public void write(int b) {
