@@ -85,7 +85,12 @@ final class RdmaConnector extends AbstractConnector {
         try {
             lease = RdmaRuntime.acquire(transportConfig);
             metrics = ClientMetrics.join(RdmaParameters.metricsName(configuration), lease.transport());
-        } catch (FabricException | RuntimeException e) {
+        } catch (FabricException e) {
+            // a machine without an RDMA device, librdmacm or memlock: the message says what to fix, and a client
+            // with a tcp:// fall-back goes on to it, so no stack trace on every connect
+            logger.error("RDMA connector to {}: cannot open the RDMA transport: {}", target, e.getMessage());
+            logger.debug("RDMA connector to {}: transport set-up failure", target, e);
+        } catch (RuntimeException e) {
             logger.error("RDMA connector to {}: cannot open the RDMA transport: {}", target, e.getMessage(), e);
         }
     }
