@@ -56,9 +56,13 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
         }
     }
 
-    /** A view of the registered memory for Netty: position 0, limit = capacity, big-endian. */
+    /**
+     * The registered memory for Netty: the send buffer's own view, cleared (position 0, limit = capacity, big-endian;
+     * the buffer is fresh from the pool, nobody else reads its position). Netty's constructor slices it once more;
+     * no duplicate of ours before it (issue 39: two views per packet, one of them ours).
+     */
     private static ByteBuffer storageOf(SendBuffer registered) {
-        return registered.buffer().duplicate().clear();
+        return registered.buffer().clear();
     }
 
     /** True when this buffer's registered memory belongs to {@code channel}. */
