@@ -132,14 +132,17 @@ class AdapterSteadyPathAllocationTest {
     }
 
     /**
-     * What is left per packet written, measured 248 B (JDK 17, compressed references): the RegisteredByteBuf, Netty's
-     * view of the send buffer and the one it makes for writeBytes(byte[]), Artemis's wrapper, the transport's lease.
-     * Before issue 39: 304 B, with our duplicate view and a method reference per packet. The bound leaves room for a
-     * JIT that scalar-replaces less, not for another object of ours.
+     * What is left per packet written, measured 224-248 B over five runs (JDK 17, compressed references; the JIT
+     * scalar-replaces a 24-byte object in some runs): the RegisteredByteBuf, Netty's view of the send buffer and the one
+     * it makes for writeBytes(byte[]), Artemis's wrapper, the transport's lease. Before issue 39: 304 B, with our
+     * duplicate view and a method reference per packet, which this bound does not let back.
      */
-    private static final int MAX_WRITER_BYTES = 280;
-    /** What is left per packet received, measured 152 B: Netty's wrapper of the frame, its view, Artemis's wrapper. */
-    private static final int MAX_LOOP_BYTES = 176;
+    private static final int MAX_WRITER_BYTES = 272;
+    /**
+     * What is left per packet received, measured 152-176 B over five runs: Netty's wrapper of the frame, its view,
+     * Artemis's wrapper (152 B before issue 39 too: nothing of ours there).
+     */
+    private static final int MAX_LOOP_BYTES = 200;
 
     private static void send(RdmaConnection client, byte[] body, int packets, Counting received) throws Exception {
         long already = received.packets;
