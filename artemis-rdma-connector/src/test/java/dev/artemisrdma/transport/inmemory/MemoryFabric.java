@@ -131,6 +131,11 @@ public final class MemoryFabric implements Fabric {
         return last;
     }
 
+    /** The fabric's one device. */
+    public FabricDevice device() {
+        return device;
+    }
+
     /** SENDs executed so far. */
     public long sends() {
         return sends.sum();
