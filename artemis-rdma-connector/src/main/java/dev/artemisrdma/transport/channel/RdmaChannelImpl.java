@@ -28,6 +28,7 @@ import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.SpinningLock;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.BufferPool;
 import dev.artemisrdma.transport.flow.CreditWindow;
@@ -103,7 +104,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
      */
     private final int repostBatch;
-    private final ReentrantLock lock = new ChannelLock();
+    private final ReentrantLock lock = new SpinningLock(); // meets the loop on every write: see SpinningLock
     private final SendSide send;
     private final ReceiveSide receive;
     private final SharedReceiveMembership shared;
