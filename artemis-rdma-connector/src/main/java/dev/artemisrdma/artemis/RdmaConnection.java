@@ -80,6 +80,8 @@ final class RdmaConnection implements Connection, ChannelHandler {
     /** The channel's completion loop thread, learned from its callbacks (they all come from it). */
     private volatile Thread loopThread;
     private volatile RdmaChannel channel;
+    /** {@code channel::allocate}, made once at bind: a method reference made per packet is an object per packet. */
+    private volatile java.util.function.IntFunction<SendBuffer> allocator;
     private volatile RemotingConnection protocolConnection;
     /** Failed by the peer or the fabric, not closed locally: its connector's client will try to reconnect. */
     private volatile boolean lost;
@@ -105,6 +107,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
 
     /** Attaches the channel; called once, before any frame is delivered for it. */
     RdmaConnection bind(RdmaChannel channel) {
+        this.allocator = channel::allocate;
         this.channel = channel;
         return this;
     }
@@ -195,7 +198,7 @@ final class RdmaConnection implements Connection, ChannelHandler {
     @Override
     public ActiveMQBuffer createTransportBuffer(int size) {
         RdmaChannel ch = channel;
-        return new ChannelBufferWrapper(RegisteredByteBuf.allocate(ch::allocate, ch, size), true);
+        return new ChannelBufferWrapper(RegisteredByteBuf.allocate(allocator, ch, size), true);
     }
 
     @Override

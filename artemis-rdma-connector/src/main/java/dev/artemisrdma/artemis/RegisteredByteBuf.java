@@ -29,12 +29,21 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
     private SendBuffer pending;
     /** Set when {@link #allocateDirect} ran during the current capacity change. */
     private boolean switching;
+    /**
+     * The current storage as we handed it to Netty, index 0 at Netty's index 0 (Netty's own buffer is a slice of it or
+     * it itself): byte arrays are written here with absolute puts, where Netty's direct buffer would make a duplicate
+     * of its storage per ByteBuf for them (the encoder writes every body and string as a byte array).
+     */
+    private ByteBuffer storage;
+    /** What {@link #allocateDirect} produced during the current capacity change. */
+    private ByteBuffer pendingStorage;
 
     private RegisteredByteBuf(IntFunction<SendBuffer> allocator, Object owner, SendBuffer initial, ByteBuffer storage) {
         super(UnpooledByteBufAllocator.DEFAULT, storage, Integer.MAX_VALUE);
         this.allocator = allocator;
         this.owner = owner;
         this.current = initial;
+        this.storage = storage;
         clear();
     }
 
@@ -56,9 +65,13 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
         }
     }
 
-    /** A view of the registered memory for Netty: position 0, limit = capacity, big-endian. */
+    /**
+     * The registered memory for Netty: the send buffer's own view, cleared (position 0, limit = capacity, big-endian;
+     * the buffer is fresh from the pool, nobody else reads its position). Netty's constructor slices it once more;
+     * no duplicate of ours before it (issue 39: two views per packet, one of them ours).
+     */
     private static ByteBuffer storageOf(SendBuffer registered) {
-        return registered.buffer().duplicate().clear();
+        return registered.buffer().clear();
     }
 
     /** True when this buffer's registered memory belongs to {@code channel}. */
@@ -70,7 +83,8 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
     protected ByteBuffer allocateDirect(int initialCapacity) {
         switching = true;
         pending = tryAllocate(allocator, initialCapacity);
-        return pending != null ? storageOf(pending) : super.allocateDirect(initialCapacity);
+        pendingStorage = pending != null ? storageOf(pending) : super.allocateDirect(initialCapacity);
+        return pendingStorage;
     }
 
     @Override
@@ -83,6 +97,7 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
         SendBuffer old = current;
         switching = false;
         pending = null;
+        pendingStorage = null;
         try {
             super.capacity(newCapacity);
         } catch (RuntimeException | Error e) {
@@ -90,11 +105,14 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
                 pending.release();
             }
             pending = null;
+            pendingStorage = null;
             throw e;
         }
         if (switching) { // the storage moved to what allocateDirect produced
             current = pending;
+            storage = pendingStorage;
             pending = null;
+            pendingStorage = null;
             if (old != null) {
                 old.release();
             }
@@ -116,6 +134,14 @@ final class RegisteredByteBuf extends UnpooledDirectByteBuf {
         current = null;
         registered.buffer().clear().position(writerIndex());
         return registered;
+    }
+
+    /** As Netty's, with an absolute put into the storage instead of a put through a duplicate of it. */
+    @Override
+    public RegisteredByteBuf setBytes(int index, byte[] src, int srcIndex, int length) {
+        checkSrcIndex(index, length, srcIndex, src.length);
+        storage.put(index, src, srcIndex, length);
+        return this;
     }
 
     @Override

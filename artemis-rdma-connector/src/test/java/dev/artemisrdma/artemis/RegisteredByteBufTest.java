@@ -63,14 +63,23 @@ class RegisteredByteBufTest {
     void packetEncodedInRegisteredMemoryIsHandedOverWithoutCopy() {
         Pool pool = new Pool(Integer.MAX_VALUE);
         RegisteredByteBuf buf = RegisteredByteBuf.allocate(pool, channel, 64);
-        buf.writeInt(0).writeByte(71).writeLong(12L).writeBytes(new byte[20]);
+        byte[] tail = new byte[20];
+        for (int i = 0; i < tail.length; i++) {
+            tail[i] = (byte) (100 + i);
+        }
+        buf.writeInt(0).writeByte(71).writeLong(12L).writeBytes(tail);
         buf.setInt(0, buf.writerIndex() - 4);
+        for (int i = 0; i < tail.length; i++) {
+            assertEquals(tail[i], buf.getByte(13 + i), "a byte array written in place, read back through Netty");
+        }
 
         SendBuffer sent = buf.takeSendBuffer();
         assertSame(pool.handedOut.get(0), sent);
         assertEquals(33, sent.buffer().position(), "frame length as the position of the registered buffer");
         assertEquals(29, sent.buffer().getInt(0));
         assertEquals(71, sent.buffer().get(4));
+        assertEquals(100, sent.buffer().get(13));
+        assertEquals(119, sent.buffer().get(32));
         buf.release();
         assertEquals(0, pool.releases.get(0)[0], "handed-over memory is the transport's to release");
         assertTrue(buf.isOwnedBy(channel));
@@ -114,8 +123,15 @@ class RegisteredByteBufTest {
     void growthBeyondRegisteredMemoryFallsBackToACopy() {
         Pool pool = new Pool(1024);
         RegisteredByteBuf buf = RegisteredByteBuf.allocate(pool, channel, 512);
-        buf.writeBytes(new byte[4096]);
+        byte[] big = new byte[4096];
+        for (int i = 0; i < big.length; i++) {
+            big[i] = (byte) (i * 7);
+        }
+        buf.writeBytes(big);
         assertEquals(4096, buf.writerIndex());
+        for (int i = 0; i < big.length; i++) {
+            assertEquals(big[i], buf.getByte(i), "byte " + i + " in the unregistered storage");
+        }
         pool.assertEachReleasedOnceExceptLast(true);
         assertNull(buf.takeSendBuffer(), "unregistered storage: the writer copies");
         buf.release();

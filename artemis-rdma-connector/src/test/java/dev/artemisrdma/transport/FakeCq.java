@@ -22,10 +22,10 @@ import dev.artemisrdma.transport.fabric.FabricException;
 final class FakeCq implements CompletionQueue {
     /** A completion waiting in the queue. */
     record Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree,
-               long immediate, RecvWr landed) {
-        /** {@code landed}: the receive whose buffer a SEND's data was written into (null for any other completion). */
+               long immediate, int landedLkey) {
+        /** {@code landedLkey}: the lkey of the receive a SEND's data was written into (0 for any other completion). */
         Cqe(FakeQp qp, long wrId, int status, int opcode, int length, boolean recv, int sqFree) {
-            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE, null);
+            this(qp, wrId, status, opcode, length, recv, sqFree, Completions.NO_IMMEDIATE, 0);
         }
     }
 

@@ -61,10 +61,8 @@ final class FakeDevice implements FabricDevice {
         }
         fabric.lock.lock();
         try {
-            FakeMr mr = new FakeMr(fabric, this, fabric.nextAddress, bytes, fabric.nextKey);
-            fabric.nextAddress += ((bytes + 4095L) & ~4095L) + 4096; // a guard page between registrations
-            fabric.nextKey += 0x107;
-            fabric.mrs.put(mr.lkey, mr);
+            // 4 GiB of unmapped space after each registration (Registry): an overrun resolves to nothing
+            FakeMr mr = fabric.memory.register(bytes, slot -> new FakeMr(fabric, this, slot));
             mrs.add(mr);
             fabric.liveMrs.incrementAndGet();
             return mr;

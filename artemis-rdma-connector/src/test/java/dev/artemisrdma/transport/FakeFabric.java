@@ -3,11 +3,9 @@ package dev.artemisrdma.transport;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
-import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -46,6 +44,11 @@ import dev.artemisrdma.transport.fabric.QueuePairRefusedException;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.inmemory.Execution;
+import dev.artemisrdma.transport.inmemory.KeptSend;
+import dev.artemisrdma.transport.inmemory.Recv;
+import dev.artemisrdma.transport.inmemory.Registry;
+import dev.artemisrdma.transport.inmemory.VerbsRules;
 
 /**
  * An in-memory {@link Fabric} that enforces the rules of real verbs and rdma_cm, so the transport protocol can be
@@ -93,14 +96,23 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  *
  * <p>This class is the fabric itself: connection management, the registries of live objects, the wire thread that
  * executes SENDs, the violation log and the test hooks. Each fake verbs object has its own file ({@link FakeDevice},
- * {@link FakeMr}, {@link FakeCq}, {@link FakeSrq}, {@link FakeQp}, {@link FakeListener}, {@link FakeRequest},
- * {@link SendWr}, {@link RecvWr}) and reaches the fabric through an explicit reference; all their mutable state is
- * guarded by the fabric's one {@link #lock}.
+ * {@link FakeMr}, {@link FakeCq}, {@link FakeSrq}, {@link FakeQp}, {@link FakeListener}, {@link FakeRequest}) and
+ * reaches the fabric through an explicit reference; all their mutable state is guarded by the fabric's one
+ * {@link #lock}.
+ *
+ * <p>This is the strict mode of the in-memory fabric. The verbs rules themselves are written once in
+ * {@code dev.artemisrdma.transport.inmemory}, shared with the fast mode the host benchmarks and the allocation tests
+ * run on ({@code MemoryFabric}): registration and keys ({@code Registry}), caps, scatter-gather entries, inline bytes,
+ * immediate data and queue depths ({@code VerbsRules}), what a SEND does to the peer's receive and the statuses of
+ * its completions ({@code Execution}), posted receives ({@code RecvRing}) and posted SENDs ({@code KeptSend}). What this
+ * mode adds is the bookkeeping around them: every rule broken recorded in {@link #violations()}, the wire thread
+ * (a SEND executes later than its post, as on a NIC, so a buffer reused too early shows), the RNR retry counts, the
+ * teardown and deregistration checks, and the fault injections.
  */
 public final class FakeFabric implements Fabric {
 
-    public static final int EINVAL = 22;
-    public static final int ENOMEM = 12;
+    public static final int EINVAL = VerbsRules.EINVAL;
+    public static final int ENOMEM = VerbsRules.ENOMEM;
     static final int MAX_ACCEPT_DATA = 196;
     static final int MAX_REJECT_DATA = 148;
 
@@ -150,7 +162,10 @@ public final class FakeFabric implements Fabric {
     private volatile boolean deviceRemoved;
     final Map<InetSocketAddress, FakeListener> listeners = new ConcurrentHashMap<>();
     final List<FakeQp> qps = new ArrayList<>();
-    final Map<Integer, FakeMr> mrs = new HashMap<>();
+    /** Registrations by lkey (the rule of keys and ranges is the core's). */
+    final Registry<FakeMr> memory = new Registry<>();
+    /** The receive the wire thread's SEND takes; the wire thread's, under the lock. */
+    private final Recv taken = new Recv();
     private final AtomicInteger liveQps = new AtomicInteger();
     final AtomicInteger liveCqs = new AtomicInteger();
     final AtomicInteger liveMrs = new AtomicInteger();
@@ -184,8 +199,6 @@ public final class FakeFabric implements Fabric {
     private final Set<InetSocketAddress> frozen = ConcurrentHashMap.newKeySet();
     /** Queue pairs' local addresses whose completion queues seem empty to their poller ({@link #holdCompletions}). */
     private final Set<InetSocketAddress> heldCompletions = ConcurrentHashMap.newKeySet();
-    long nextAddress = 0x7f3a_0000_0000L;
-    int nextKey = 0x1a2b;
     private int nextQpn = 0x101;
     private int wireCursor;
     private volatile boolean closed;
@@ -799,15 +812,12 @@ public final class FakeFabric implements Fabric {
             violation("reliable-connected queue pair asked of a device without them");
             throw new FabricException("create_qp: no reliable-connected queue pairs on this device (EOPNOTSUPP)");
         }
-        if (spec.maxSendWr() > limits.maxQpWr() || spec.maxRecvWr() > limits.maxQpWr()
-                || spec.maxSendSge() > limits.maxSge() || spec.maxRecvSge() > limits.maxSge()) {
-            throw new QueuePairRefusedException("create_qp: " + spec + " exceeds device limits " + limits
-                    + " (EINVAL)");
-        }
-        if (spec.maxInlineData() > limits.maxInlineData()) {
+        VerbsRules.DeviceCaps device = new VerbsRules.DeviceCaps(limits.maxQpWr(), limits.maxSge(),
+                limits.maxInlineData(), limits.roundUp());
+        if (VerbsRules.refusedForInline(spec, device)) {
             refusedInline.incrementAndGet();
-            throw new QueuePairRefusedException("create_qp: " + spec.maxInlineData() + " inline bytes (EINVAL)");
         }
+        QueuePairCaps caps = VerbsRules.grant(spec, device);
         FakeSrq srq = null;
         if (spec.sharedReceiveQueue() != null) {
             if (!(spec.sharedReceiveQueue() instanceof FakeSrq s) || !srqs.contains(s)) {
@@ -816,8 +826,6 @@ public final class FakeFabric implements Fabric {
             }
             srq = s;
         }
-        QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), srq != null ? 0 : round(spec.maxRecvWr()),
-                spec.maxSendSge(), spec.maxRecvSge(), spec.maxInlineData());
         lock.lock();
         try {
             if (cq.closed) {
@@ -845,10 +853,6 @@ public final class FakeFabric implements Fabric {
         }
     }
 
-    private int round(int n) {
-        return limits.roundUp() ? Math.min(limits.maxQpWr(), Integer.highestOneBit(Math.max(1, n - 1)) << 1) : n;
-    }
-
     void destroyQuietly(FakeQp qp) {
         lock.lock();
         try {
@@ -874,19 +878,6 @@ public final class FakeFabric implements Fabric {
             qp.srq.users.remove(qp);
         }
         liveQps.decrementAndGet();
-    }
-
-    /** Finds the registration an SGE points into; null when none (LOC_PROT_ERR). */
-    ByteBuffer resolve(long address, int length, int lkey) {
-        FakeMr mr = mrs.get(lkey);
-        if (mr == null || mr.closed || address < mr.address || address + length > mr.address + mr.length
-                || length < 0) {
-            return null;
-        }
-        ByteBuffer b = mr.buffer.duplicate();
-        int off = (int) (address - mr.address);
-        b.limit(off + length).position(off);
-        return b;
     }
 
     // ---------------------------------------------------------------------------------------- the wire
@@ -929,7 +920,7 @@ public final class FakeFabric implements Fabric {
                 wireCursor = (wireCursor + i + 1) % Math.max(1, n);
                 return qp;
             }
-            SendWr head = qp.sq.peek();
+            KeptSend head = qp.sq.peek();
             if (head.rnrSince == 0) {
                 head.rnrSince = now;
             }
@@ -942,7 +933,8 @@ public final class FakeFabric implements Fabric {
         return null;
     }
 
-    private void execute(FakeQp qp, SendWr w) {
+    /** Executes one SEND by the rules of {@link Execution}, recording each rule it breaks (wire thread, locked). */
+    private void execute(FakeQp qp, KeptSend w) {
         FakeQp peer = qp.peer;
         if (injectedSendErrors.get() > 0 && injectedSendErrors.getAndDecrement() > 0) {
             completeSend(qp, w, injectedStatus, 0);
@@ -954,70 +946,53 @@ public final class FakeFabric implements Fabric {
             toError(qp);
             return;
         }
-        byte[] data = w.inlineData;
-        if (data == null) {
-            int total = 0;
-            for (int len : w.sgeLength) {
-                total += len;
-            }
-            data = new byte[total];
-            int at = 0;
-            for (int s = 0; s < w.sgeAddress.length; s++) {
-                ByteBuffer src = resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
-                if (src == null) {
-                    violation("LOC_PROT_ERR: qp " + qp.qpn + " SEND sge " + s + " (address 0x"
-                            + Long.toHexString(w.sgeAddress[s]) + ", " + w.sgeLength[s] + " bytes, lkey 0x"
-                            + Integer.toHexString(w.sgeLkey[s]) + ") is not in registered memory");
-                    completeSend(qp, w, WcStatus.LOC_PROT_ERR, 0);
-                    toError(qp);
-                    return;
-                }
-                src.get(data, at, w.sgeLength[s]);
-                at += w.sgeLength[s];
-            }
+        long length = Execution.length(w, memory);
+        if (length < 0) {
+            int s = (int) (-1 - length);
+            violation("LOC_PROT_ERR: qp " + qp.qpn + " SEND sge " + s + " (address 0x"
+                    + Long.toHexString(w.sgeAddress(s)) + ", " + w.sgeLength(s) + " bytes, lkey 0x"
+                    + Integer.toHexString(w.sgeLkey(s)) + ") is not in registered memory");
+            completeSend(qp, w, WcStatus.LOC_PROT_ERR, 0);
+            toError(qp);
+            return;
         }
         if (peer.receiveQueue().isEmpty()) {
-            violation("RNR: qp " + qp.qpn + " sent " + data.length + " bytes to qp " + peer.qpn
+            violation("RNR: qp " + qp.qpn + " sent " + length + " bytes to qp " + peer.qpn
                     + " with no receive posted" + (peer.srq != null ? " on its shared receive queue" : ""));
             completeSend(qp, w, WcStatus.RNR_RETRY_EXC_ERR, 0);
             toError(qp);
             toError(peer);
             return;
         }
-        RecvWr r = peer.receiveQueue().poll();
+        Recv r = taken;
+        peer.receiveQueue().take(r);
         if (peer.srq != null) {
             peer.srq.consumed();
         }
-        ByteBuffer dst = resolve(r.address(), r.length(), r.lkey());
-        if (dst == null) {
-            violation("LOC_PROT_ERR: qp " + peer.qpn + " receive is not in registered memory");
-            push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.LOC_PROT_ERR, Completions.OPCODE_RECV, 0, true, 0));
-            completeSend(qp, w, WcStatus.REM_OP_ERR, 0);
+        int outcome = Execution.deliver(w, length, memory, r);
+        if (outcome != Execution.DELIVERED) {
+            violation(outcome == Execution.RECEIVE_UNREGISTERED
+                    ? "LOC_PROT_ERR: qp " + peer.qpn + " receive is not in registered memory"
+                    : "LOC_LEN_ERR: qp " + qp.qpn + " sent " + length + " bytes into a receive of " + r.length
+                    + " on qp " + peer.qpn);
+            push(peer.cq, new Cqe(peer, r.wrId, Execution.receiveStatus(outcome), Completions.OPCODE_RECV, 0, true,
+                    0));
+            completeSend(qp, w, Execution.sendStatus(outcome), 0);
             toError(qp);
             toError(peer);
             return;
         }
-        if (data.length > r.length()) {
-            violation("LOC_LEN_ERR: qp " + qp.qpn + " sent " + data.length + " bytes into a receive of "
-                    + r.length() + " on qp " + peer.qpn);
-            push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.LOC_LEN_ERR, Completions.OPCODE_RECV, 0, true, 0));
-            completeSend(qp, w, WcStatus.REM_INV_REQ_ERR, 0);
-            toError(qp);
-            toError(peer);
-            return;
-        }
-        dst.put(data);
         // a SEND with immediate data hands it to the receive completion (IBV_WC_WITH_IMM), not to the buffer
-        push(peer.cq, new Cqe(peer, r.wrId(), WcStatus.SUCCESS, Completions.OPCODE_RECV, data.length, true, 0,
-                w.immediate, r));
+        push(peer.cq, new Cqe(peer, r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, (int) length, true, 0,
+                w.immediate, r.lkey));
         if (w.signaled) {
-            completeSend(qp, w, WcStatus.SUCCESS, data.length);
+            completeSend(qp, w, WcStatus.SUCCESS, (int) length);
         } else {
             qp.completedUnsignaled++;
         }
     }
 
-    void completeSend(FakeQp qp, SendWr w, int status, int length) {
+    void completeSend(FakeQp qp, KeptSend w, int status, int length) {
         // this completion frees its own send queue slot and those of the unsignaled sends before it, at poll time
         int free = 1 + qp.completedUnsignaled;
         qp.completedUnsignaled = 0;
@@ -1033,8 +1008,9 @@ public final class FakeFabric implements Fabric {
         while (!qp.sq.isEmpty()) {
             completeSend(qp, qp.sq.poll(), WcStatus.WR_FLUSH_ERR, 0);
         }
-        while (!qp.rq.isEmpty()) {
-            push(qp.cq, new Cqe(qp, qp.rq.poll().wrId(), WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
+        Recv r = new Recv();
+        while (qp.rq.take(r)) {
+            push(qp.cq, new Cqe(qp, r.wrId, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true, 0));
         }
     }
 

@@ -8,46 +8,19 @@
  */
 package dev.artemisrdma.transport;
 
-import java.nio.ByteBuffer;
+import dev.artemisrdma.transport.inmemory.KeptSend;
+import dev.artemisrdma.transport.inmemory.Region;
+import dev.artemisrdma.transport.inmemory.Registry;
 
-import dev.artemisrdma.transport.fabric.RegisteredMemory;
-
-final class FakeMr implements RegisteredMemory {
+final class FakeMr extends Region {
     private final FakeFabric fabric;
     final FakeDevice device;
-    final long address;
-    final int length;
-    final int lkey;
-    final ByteBuffer buffer;
     boolean closed;
 
-    FakeMr(FakeFabric fabric, FakeDevice device, long address, int length, int lkey) {
+    FakeMr(FakeFabric fabric, FakeDevice device, Registry.Slot slot) {
+        super(slot);
         this.fabric = fabric;
         this.device = device;
-        this.address = address;
-        this.length = length;
-        this.lkey = lkey;
-        this.buffer = ByteBuffer.allocateDirect(length);
-    }
-
-    @Override
-    public ByteBuffer buffer() {
-        return buffer.duplicate().clear();
-    }
-
-    @Override
-    public long address() {
-        return address;
-    }
-
-    @Override
-    public int lkey() {
-        return lkey;
-    }
-
-    @Override
-    public int length() {
-        return length;
     }
 
     @Override
@@ -58,26 +31,26 @@ final class FakeMr implements RegisteredMemory {
                 return;
             }
             for (FakeQp qp : fabric.qps) {
-                for (SendWr w : qp.sq) {
-                    if (w.inlineData == null) {
-                        for (int s = 0; s < w.sgeLkey.length; s++) {
-                            if (w.sgeLkey[s] == lkey) {
-                                fabric.violation("memory deregistered while SEND 0x" + Long.toHexString(w.wrId)
-                                        + " on qp " + qp.qpn + " still points into it");
-                            }
-                        }
+                for (KeptSend w : qp.sq) {
+                    if (w.readsFrom(lkey())) {
+                        fabric.violation("memory deregistered while SEND 0x" + Long.toHexString(w.wrId)
+                                + " on qp " + qp.qpn + " still points into it");
                     }
                 }
-                for (RecvWr r : qp.rq) {
-                    if (r.lkey() == lkey) {
-                        fabric.violation("memory deregistered while receive 0x" + Long.toHexString(r.wrId())
+                for (int k = 0; k < qp.rq.size(); k++) {
+                    if (qp.rq.lkeyAt(k) == lkey()) {
+                        fabric.violation("memory deregistered while receive 0x" + Long.toHexString(qp.rq.wrIdAt(k))
                                 + " on qp " + qp.qpn + " still points into it");
                     }
                 }
             }
             for (FakeSrq srq : fabric.srqs) {
-                if (srq.rq.stream().anyMatch(r -> r.lkey() == lkey)) {
-                    fabric.violation("memory deregistered while receives of a live shared receive queue point into it");
+                for (int k = 0; k < srq.rq.size(); k++) {
+                    if (srq.rq.lkeyAt(k) == lkey()) {
+                        fabric.violation("memory deregistered while receives of a live shared receive queue point "
+                                + "into it");
+                        break;
+                    }
                 }
             }
             for (FakeCq cq : device.cqs) {
@@ -85,7 +58,7 @@ final class FakeMr implements RegisteredMemory {
                     continue; // a queue nobody polls any more
                 }
                 for (FakeCq.Cqe e : cq.entries) {
-                    if (e.landed() != null && e.landed().lkey() == lkey && e.qp().state != FakeQp.QpState.DESTROYED) {
+                    if (e.landedLkey() == lkey() && e.qp().state != FakeQp.QpState.DESTROYED) {
                         fabric.violation("memory deregistered while receive 0x" + Long.toHexString(e.wrId())
                                 + " on qp " + e.qp().qpn + " has landed in it and its completion is not yet polled"
                                 + " (the poller would read freed memory)");
@@ -94,9 +67,9 @@ final class FakeMr implements RegisteredMemory {
             }
             closed = true;
             device.mrs.remove(this);
-            fabric.mrs.remove(lkey);
+            fabric.memory.remove(this);
             fabric.liveMrs.decrementAndGet();
-            fabric.deregistrations.add(new FakeFabric.Deregistration(length, Thread.currentThread().getName()));
+            fabric.deregistrations.add(new FakeFabric.Deregistration(length(), Thread.currentThread().getName()));
         } finally {
             fabric.lock.unlock();
         }

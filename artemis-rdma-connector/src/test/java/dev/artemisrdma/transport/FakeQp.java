@@ -10,41 +10,36 @@ package dev.artemisrdma.transport;
 
 import dev.artemisrdma.transport.FakeCq.Cqe;
 import dev.artemisrdma.transport.fabric.Completions;
-import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.PartialPostException;
-import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.fabric.WcStatus;
+import dev.artemisrdma.transport.inmemory.KeptSend;
+import dev.artemisrdma.transport.inmemory.QueuePairBase;
+import dev.artemisrdma.transport.inmemory.RecvRing;
+import dev.artemisrdma.transport.inmemory.VerbsRules;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-final class FakeQp implements QueuePair {
+final class FakeQp extends QueuePairBase<FakeDevice> {
 
     /** Where a queue pair is: created (INIT), connected (RTS), in error (flushing), destroyed. */
     enum QpState { INIT, RTS, ERROR, DESTROYED }
 
     private final FakeFabric fabric;
-    final int qpn;
-    final QueuePairCaps caps;
     final FakeCq cq;
     final QueuePairEvents events;
-    final InetSocketAddress local;
-    final InetSocketAddress remote;
-    final FakeDevice device;
-    final ArrayDeque<SendWr> sq = new ArrayDeque<>();
-    final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
+    final ArrayDeque<KeptSend> sq = new ArrayDeque<>();
+    final RecvRing rq;
     final AtomicBoolean posting = new AtomicBoolean();
     QpState state = QpState.INIT;
     FakeSrq srq;
     FakeQp peer;
-    byte[] peerPrivateData = new byte[0];
     int incomingRnrRetry = 7;
     int sqOccupied;
     int rqOccupied;
@@ -59,44 +54,11 @@ final class FakeQp implements QueuePair {
 
     FakeQp(FakeFabric fabric, int qpn, QueuePairCaps caps, FakeCq cq, QueuePairEvents events,
            InetSocketAddress local, InetSocketAddress remote) {
+        super(fabric.device, qpn, caps, local, remote);
         this.fabric = fabric;
-        this.device = fabric.device;
-        this.qpn = qpn;
-        this.caps = caps;
         this.cq = cq;
         this.events = events;
-        this.local = local;
-        this.remote = remote;
-    }
-
-    @Override
-    public FabricDevice device() {
-        return device;
-    }
-
-    @Override
-    public QueuePairCaps caps() {
-        return caps;
-    }
-
-    @Override
-    public int qpNumber() {
-        return qpn;
-    }
-
-    @Override
-    public InetSocketAddress localAddress() {
-        return local;
-    }
-
-    @Override
-    public InetSocketAddress peerAddress() {
-        return remote;
-    }
-
-    @Override
-    public byte[] peerPrivateData() {
-        return peerPrivateData.clone();
+        this.rq = new RecvRing(Math.max(1, caps.maxRecvWr()));
     }
 
     @Override
@@ -135,26 +97,9 @@ final class FakeQp implements QueuePair {
                 throw new FabricException("rdma_post_sendv: the connection is not established yet");
             }
             for (int i = 0; i < list.size(); i++) {
-                if (list.sgeCount(i) > caps.maxSendSge()) {
-                    fabric.violation("postSend with " + list.sgeCount(i) + " sges, qp " + qpn + " allows "
-                            + caps.maxSendSge());
-                    throw new FabricException("ibv_post_send: too many sges (EINVAL " + FakeFabric.EINVAL + ")");
-                }
-                if ((list.flags(i) & SendList.FLAG_IMMEDIATE) != 0 && fabric.noImmediateData) {
-                    fabric.violation("SEND_WITH_IMM on qp " + qpn + ": the device does not support immediate data");
-                    throw new FabricException("ibv_post_send: invalid opcode (EINVAL " + FakeFabric.EINVAL + ")");
-                }
-                if ((list.flags(i) & SendList.FLAG_INLINE) != 0 && list.byteLength(i) > caps.maxInlineData()) {
-                    fabric.violation("inline send of " + list.byteLength(i) + " bytes, qp " + qpn + " allows "
-                            + caps.maxInlineData());
-                    throw new FabricException("ibv_post_send: inline data too long (EINVAL " + FakeFabric.EINVAL + ")");
-                }
+                refuse(VerbsRules.sendRefusal(list, i, caps, !fabric.noImmediateData, qpn));
             }
-            if (sqOccupied + list.size() > caps.maxSendWr()) {
-                fabric.violation("postSend of " + list.size() + " with " + sqOccupied + " outstanding, qp " + qpn
-                        + " allows " + caps.maxSendWr());
-                throw new FabricException("ibv_post_send: send queue full (ENOMEM " + FakeFabric.ENOMEM + ")");
-            }
+            refuse(VerbsRules.depthRefusal("ibv_post_send", qpn, list.size(), sqOccupied, caps.maxSendWr()));
             int partial = FakeFabric.takeInjected(fabric.partialSendPost, list.size());
             for (int i = 0; i < list.size(); i++) {
                 if (i == partial) {
@@ -162,14 +107,11 @@ final class FakeQp implements QueuePair {
                     throw new PartialPostException("ibv_post_send: work request " + i + " refused (injected "
                             + "ENOMEM " + FakeFabric.ENOMEM + ")", null, i);
                 }
-                SendWr w = new SendWr(list, i);
+                KeptSend w = new KeptSend(list, i, fabric.memory);
                 fabric.sendsBySges.incrementAndGet(Math.min(list.sgeCount(i), fabric.sendsBySges.length() - 1));
-                if ((list.flags(i) & SendList.FLAG_INLINE) != 0) {
-                    w.inlineData = gatherInline(w);
-                    if (w.inlineData == null) {
-                        fabric.violation("LOC_PROT_ERR: inline send on qp " + qpn + " reads unregistered memory");
-                        throw new FabricException("ibv_post_send: inline sge not readable (EFAULT)");
-                    }
+                if (w.inlineUnreadable()) {
+                    fabric.violation("LOC_PROT_ERR: inline send on qp " + qpn + " reads unregistered memory");
+                    throw new FabricException("ibv_post_send: inline sge not readable (EFAULT)");
                 }
                 sqOccupied++;
                 if (state == QpState.ERROR) {
@@ -185,26 +127,16 @@ final class FakeQp implements QueuePair {
         }
     }
 
-    private byte[] gatherInline(SendWr w) {
-        int total = 0;
-        for (int len : w.sgeLength) {
-            total += len;
+    /** A verbs rule broken ({@link VerbsRules}): recorded, and the post fails as the provider fails it. */
+    private void refuse(String refusal) throws FabricException {
+        if (refusal != null) {
+            fabric.violation(refusal);
+            throw new FabricException(refusal);
         }
-        byte[] data = new byte[total];
-        int at = 0;
-        for (int s = 0; s < w.sgeAddress.length; s++) {
-            ByteBuffer src = fabric.resolve(w.sgeAddress[s], w.sgeLength[s], w.sgeLkey[s]);
-            if (src == null) {
-                return null;
-            }
-            src.get(data, at, w.sgeLength[s]);
-            at += w.sgeLength[s];
-        }
-        return data;
     }
 
     /** Where SENDs to this queue pair land: its own receive queue, or its shared one. */
-    ArrayDeque<RecvWr> receiveQueue() {
+    RecvRing receiveQueue() {
         return srq != null ? srq.rq : rq;
     }
 
@@ -223,11 +155,7 @@ final class FakeQp implements QueuePair {
                 fabric.violation("postRecv on destroyed qp " + qpn);
                 throw new FabricException("ibv_post_recv: queue pair destroyed");
             }
-            if (rqOccupied + list.size() > caps.maxRecvWr()) {
-                fabric.violation("postRecv of " + list.size() + " with " + rqOccupied + " outstanding, qp " + qpn
-                        + " allows " + caps.maxRecvWr());
-                throw new FabricException("ibv_post_recv: receive queue full (ENOMEM " + FakeFabric.ENOMEM + ")");
-            }
+            refuse(VerbsRules.depthRefusal("ibv_post_recv", qpn, list.size(), rqOccupied, caps.maxRecvWr()));
             int partial = FakeFabric.takeInjected(fabric.partialRecvPost, list.size());
             for (int i = 0; i < list.size(); i++) {
                 if (i == partial) {
@@ -235,13 +163,12 @@ final class FakeQp implements QueuePair {
                     throw new PartialPostException("ibv_post_recv: work request " + i + " refused (injected "
                             + "ENOMEM " + FakeFabric.ENOMEM + ")", null, i);
                 }
-                RecvWr r = new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i));
                 rqOccupied++;
                 if (state == QpState.ERROR) {
-                    fabric.push(cq, new Cqe(this, r.wrId(), WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, true,
-                            0));
+                    fabric.push(cq, new Cqe(this, list.wrId(i), WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0,
+                            true, 0));
                 } else {
-                    rq.add(r);
+                    rq.add(list, i);
                 }
             }
             fabric.wireWork.signalAll();

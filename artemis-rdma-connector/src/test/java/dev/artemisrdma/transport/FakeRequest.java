@@ -9,58 +9,36 @@ package dev.artemisrdma.transport;
 
 import dev.artemisrdma.transport.FakeQp.QpState;
 import dev.artemisrdma.transport.fabric.Addressing;
-import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
+import dev.artemisrdma.transport.inmemory.RequestBase;
 
-import java.net.InetSocketAddress;
 import java.util.concurrent.locks.Condition;
 
-final class FakeRequest implements ConnectionRequest {
+final class FakeRequest extends RequestBase<FakeQp> {
     private final FakeFabric fabric;
     final FakeListener listener;
-    final FakeQp active;
-    final byte[] privateData;
     final Condition decided;
-    /** 0 pending, 1 accepted, -1 rejected, -2 the active side gave up. */
-    int outcome;
-    byte[] rejectData;
     /** Accepted here while handshakes stall: decided for the passive side, pending for the connecting one. */
     volatile boolean stalled;
 
     FakeRequest(FakeFabric fabric, FakeListener listener, FakeQp active, byte[] privateData) {
+        super(active, listener.address, privateData);
         this.fabric = fabric;
         this.decided = fabric.lock.newCondition();
         this.listener = listener;
-        this.active = active;
-        this.privateData = privateData;
     }
 
     boolean undecided() {
         fabric.lock.lock();
         try {
-            return outcome == 0 && !stalled;
+            return outcome == PENDING && !stalled;
         } finally {
             fabric.lock.unlock();
         }
-    }
-
-    @Override
-    public byte[] privateData() {
-        return privateData.clone();
-    }
-
-    @Override
-    public InetSocketAddress peerAddress() {
-        return active.local;
-    }
-
-    @Override
-    public InetSocketAddress localAddress() {
-        return listener.address;
     }
 
     @Override
@@ -102,7 +80,7 @@ final class FakeRequest implements ConnectionRequest {
         boolean held = false;
         fabric.lock.lock();
         try {
-            if (outcome != 0 || active.state != QpState.INIT) {
+            if (outcome != PENDING || active.state != QpState.INIT) {
                 throw new FabricException("accept: the connecting side gave up"); // the channel destroys pqp
             }
             active.peer = pqp;
@@ -119,7 +97,7 @@ final class FakeRequest implements ConnectionRequest {
                 }
                 held = true;
             }
-            outcome = 1;
+            outcome = ACCEPTED;
             decided.signalAll();
         } finally {
             fabric.lock.unlock();
@@ -138,10 +116,10 @@ final class FakeRequest implements ConnectionRequest {
         }
         fabric.lock.lock();
         try {
-            if (outcome != 0) {
+            if (outcome != PENDING) {
                 throw new IllegalStateException("connection request already decided");
             }
-            outcome = -1;
+            outcome = REJECTED;
             rejectData = reason == null ? new byte[0] : reason.clone();
             decided.signalAll();
         } finally {
@@ -152,8 +130,8 @@ final class FakeRequest implements ConnectionRequest {
     void rejectIfUndecided() {
         fabric.lock.lock();
         try {
-            if (outcome == 0) {
-                outcome = -1;
+            if (outcome == PENDING) {
+                outcome = REJECTED;
                 rejectData = new byte[0];
                 decided.signalAll();
             }

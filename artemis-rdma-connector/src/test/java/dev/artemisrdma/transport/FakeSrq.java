@@ -7,7 +7,6 @@
  */
 package dev.artemisrdma.transport;
 
-import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -15,12 +14,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
+import dev.artemisrdma.transport.inmemory.RecvRing;
+import dev.artemisrdma.transport.inmemory.VerbsRules;
 
 final class FakeSrq implements SharedReceiveQueue {
     private final FakeFabric fabric;
     final FakeDevice device;
     final int capacity;
-    final ArrayDeque<RecvWr> rq = new ArrayDeque<>();
+    final RecvRing rq;
     final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
     final AtomicBoolean posting = new AtomicBoolean();
     int limit;
@@ -31,6 +32,7 @@ final class FakeSrq implements SharedReceiveQueue {
         this.fabric = fabric;
         this.device = device;
         this.capacity = capacity;
+        this.rq = new RecvRing(capacity);
     }
 
     @Override
@@ -71,13 +73,13 @@ final class FakeSrq implements SharedReceiveQueue {
                 fabric.violation("postRecv on a destroyed shared receive queue");
                 throw new FabricException("ibv_post_srq_recv: shared receive queue destroyed");
             }
-            if (rq.size() + list.size() > capacity) {
-                fabric.violation("post of " + list.size() + " receives to a shared receive queue holding " + rq.size()
-                        + " of " + capacity);
-                throw new FabricException("ibv_post_srq_recv: queue full (ENOMEM " + FakeFabric.ENOMEM + ")");
+            String refused = VerbsRules.depthRefusal("ibv_post_srq_recv", -1, list.size(), rq.size(), capacity);
+            if (refused != null) {
+                fabric.violation(refused);
+                throw new FabricException(refused);
             }
             for (int i = 0; i < list.size(); i++) {
-                rq.add(new RecvWr(list.wrId(i), list.address(i), list.length(i), list.lkey(i)));
+                rq.add(list, i);
             }
             fabric.wireWork.signalAll();
         } finally {

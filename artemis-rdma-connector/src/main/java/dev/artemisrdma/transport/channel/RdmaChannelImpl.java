@@ -28,6 +28,7 @@ import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.RecvList;
+import dev.artemisrdma.transport.fabric.SpinningLock;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.BufferPool;
 import dev.artemisrdma.transport.flow.CreditWindow;
@@ -103,7 +104,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
      */
     private final int repostBatch;
-    private final ReentrantLock lock = new ReentrantLock();
+    private final ReentrantLock lock = new SpinningLock(); // meets the loop on every write: see SpinningLock
     private final SendSide send;
     private final ReceiveSide receive;
     private final SharedReceiveMembership shared;
@@ -670,14 +671,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     public void write(SendBuffer buffer, boolean flush) throws FabricException {
         BufferPool pool = resources.pool();
         if (!(buffer instanceof PooledBuffer.Lease lease) || lease.pooled().pool() != pool) {
-            // not our registered memory: copy it into some
-            ByteBuffer b = buffer.buffer().duplicate();
-            b.flip();
-            try {
-                write(b, flush);
-            } finally {
-                buffer.release();
-            }
+            writeForeign(buffer, flush);
             return;
         }
         PooledBuffer frame = lease.pooled();
@@ -685,6 +679,22 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         if (!lease.transferToChannel()) {
             throw new IllegalStateException("channel " + id + ": send buffer was already written or released");
         }
+        writeOwned(frame, length, flush);
+    }
+
+    /** A send buffer that is not our registered memory: copied into some, then released. */
+    private void writeForeign(SendBuffer buffer, boolean flush) throws FabricException {
+        ByteBuffer b = buffer.buffer().duplicate();
+        b.flip();
+        try {
+            write(b, flush);
+        } finally {
+            buffer.release();
+        }
+    }
+
+    /** Queues {@code frame}, the channel's from now on (released by it on every outcome), and flushes if asked. */
+    private void writeOwned(PooledBuffer frame, int length, boolean flush) throws FabricException {
         frame.startFrame(length);
         lock.lock();
         try {
@@ -724,14 +734,14 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         if (!isOpen()) {
             throw life.closedException();
         }
-        PooledBuffer.Lease b;
+        PooledBuffer b;
         try {
-            b = resources.pool().allocate(length);
+            b = resources.pool().allocateForChannel(length); // the channel's at once: no lease, nothing allocated
         } catch (FabricException e) {
             throw noSendMemory(length, e);
         }
-        b.buffer().put(frame.duplicate());
-        write(b, flush);
+        b.buffer().put(0, frame, frame.position(), length).position(length); // absolute: no view of the caller's
+        writeOwned(b, length, flush);
     }
 
     @Override

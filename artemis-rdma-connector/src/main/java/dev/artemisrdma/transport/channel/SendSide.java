@@ -449,12 +449,7 @@ final class SendSide {
      */
     private PooledBuffer allocatePack(int bytes) {
         try {
-            PooledBuffer.Lease lease = pool.allocate(bytes);
-            if (!lease.transferToChannel()) {
-                lease.release();
-                return null;
-            }
-            return lease.pooled();
+            return pool.allocateForChannel(bytes);
         } catch (FabricException | RuntimeException e) {
             return null;
         }

@@ -53,18 +53,30 @@ public final class BufferPool implements AutoCloseable {
 
     /** A buffer of at least {@code capacity} bytes, owned by the caller through the lease returned. */
     public PooledBuffer.Lease allocate(int capacity) throws FabricException {
+        return take(capacity).acquire();
+    }
+
+    /**
+     * A buffer of at least {@code capacity} bytes owned by a channel from the start, for what the channel fills
+     * itself (a copied frame, a pack): no lease, as no caller holds it, so taking one allocates nothing. The channel
+     * gives it back with {@link PooledBuffer#releaseFromChannel()} once no work request points into it.
+     */
+    public PooledBuffer allocateForChannel(int capacity) throws FabricException {
+        PooledBuffer b = take(capacity);
+        b.acquireForChannel();
+        return b;
+    }
+
+    private PooledBuffer take(int capacity) throws FabricException {
         if (capacity < 0) {
             throw new IllegalArgumentException("capacity " + capacity);
         }
-        PooledBuffer b;
         if (capacity > MAX_CLASS) {
             RegisteredMemory own = register(capacity + HEADROOM);
-            b = new PooledBuffer(this, null, null, own, HEADROOM, capacity);
-        } else {
-            int size = Math.max(MIN_CLASS, Integer.highestOneBit(Math.max(1, capacity - 1)) << 1);
-            b = classes[Integer.numberOfTrailingZeros(size) - Integer.numberOfTrailingZeros(MIN_CLASS)].take();
+            return new PooledBuffer(this, null, null, own, HEADROOM, capacity);
         }
-        return b.acquire();
+        int size = Math.max(MIN_CLASS, Integer.highestOneBit(Math.max(1, capacity - 1)) << 1);
+        return classes[Integer.numberOfTrailingZeros(size) - Integer.numberOfTrailingZeros(MIN_CLASS)].take();
     }
 
     private RegisteredMemory register(int bytes) throws FabricException {

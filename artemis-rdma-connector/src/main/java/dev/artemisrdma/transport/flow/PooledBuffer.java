@@ -117,13 +117,25 @@ public final class PooledBuffer {
 
     /** Hands the buffer to a caller: cleared, position 0, under a new generation. */
     Lease acquire() {
+        return new Lease(this, handOut(USER));
+    }
+
+    /**
+     * Hands the buffer straight to a channel (no caller holds it, so no lease): cleared, position 0, under a new
+     * generation, so that a lease of an earlier hand-out still finds another generation and does nothing.
+     */
+    void acquireForChannel() {
+        handOut(CHANNEL);
+    }
+
+    private int handOut(int owner) {
         int current = state.get();
-        int next = ((current >>> STATE_BITS) + 1) << STATE_BITS | USER;
+        int next = ((current >>> STATE_BITS) + 1) << STATE_BITS | owner;
         if ((current & STATE_MASK) != FREE || !state.compareAndSet(current, next)) {
             throw new IllegalStateException("pooled buffer handed out twice");
         }
         view.clear();
-        return new Lease(this, next);
+        return next;
     }
 
     /** The caller gives the buffer to a channel for sending; false when the lease is not the current one. */

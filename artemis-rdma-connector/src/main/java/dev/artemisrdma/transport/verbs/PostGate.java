@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport.verbs;
 
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.SpinningLock;
 
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
@@ -22,7 +23,8 @@ import java.util.function.Supplier;
  */
 final class PostGate {
 
-    private final ReentrantLock lock = new ReentrantLock();
+    /** A writer's post of SENDs and the loop's repost of receives meet here: see SpinningLock. */
+    private final ReentrantLock lock = new SpinningLock();
     /** Names the queue in errors ("queue pair 257 to 10.0.0.2:4000"); asked only when a post is refused. */
     private final Supplier<String> queue;
     /** Set, under {@link #lock}, once the queue is destroyed and its lists freed. */

@@ -10,7 +10,7 @@ import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.bench.ArtemisTransportBenchmark.AllOut;
 import dev.artemisrdma.it.bench.ArtemisTransportBenchmark.CpuMeter;
 import dev.artemisrdma.it.bench.ArtemisTransportBenchmark.Scenario;
-import dev.artemisrdma.it.bench.fabric.MemoryFabric;
+import dev.artemisrdma.transport.inmemory.MemoryFabric;
 import dev.artemisrdma.it.bench.fabric.MemoryFabricSupplier;
 import dev.artemisrdma.transport.loop.CompletionLoop;
 import jakarta.jms.Connection;
@@ -89,7 +89,7 @@ public final class ArtemisHostBenchmark {
     }
 
     static final String FABRIC_NOTE = """
-            The RDMA transport runs over MemoryFabric, an in-memory fabric (it-tests, dev.artemisrdma.it.bench.fabric):
+            The RDMA transport runs over MemoryFabric, an in-memory fabric (dev.artemisrdma.transport.inmemory):
               models: a SEND executes inside postSend on the posting thread: each scatter-gather entry is resolved by
                 lkey and bounds-checked (as a NIC's memory translation) and copied straight into the peer's oldest
                 posted receive (own or shared receive queue); the receive completion (with immediate data) goes to
@@ -460,8 +460,11 @@ public final class ArtemisHostBenchmark {
                     || className.startsWith("sun.") || className.startsWith("com.sun.");
         }
 
+        /** The in-memory fabric's package (connector test classes): its core and its fast mode, MemoryFabric. */
+        static final String IN_MEMORY_FABRIC = MemoryFabric.class.getPackageName() + ".";
+
         static String componentOf(String c) {
-            if (c.startsWith("dev.artemisrdma.it.bench.fabric.")) {
+            if (c.startsWith("dev.artemisrdma.it.bench.fabric.") || c.startsWith(IN_MEMORY_FABRIC)) {
                 return "fabric (in-memory)";
             }
             if (c.startsWith("dev.artemisrdma.transport.")) {

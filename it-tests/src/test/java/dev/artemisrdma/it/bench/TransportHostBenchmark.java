@@ -22,7 +22,7 @@ import jdk.jfr.consumer.RecordedEvent;
 import jdk.jfr.consumer.RecordedFrame;
 import jdk.jfr.consumer.RecordingFile;
 
-import dev.artemisrdma.it.bench.fabric.MemoryFabric;
+import dev.artemisrdma.transport.inmemory.MemoryFabric;
 import dev.artemisrdma.tools.InProcessPerf;
 
 /**
@@ -301,7 +301,7 @@ public final class TransportHostBenchmark {
                 if (ArtemisHostBenchmark.Profile.jdkClass(c) || c.startsWith(FABRIC_API_PACKAGE)) {
                     continue;
                 }
-                if (c.startsWith(MemoryFabric.class.getName())) {
+                if (c.startsWith(MemoryFabric.class.getPackageName() + ".")) { // the fabric's core and fast mode
                     return f.getMethod().getName().startsWith("poll") ? POLLS : FABRIC;
                 }
                 return ours(c) ? OURS : DRIVER;

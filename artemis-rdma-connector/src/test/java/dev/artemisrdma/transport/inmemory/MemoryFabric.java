@@ -1,8 +1,7 @@
-package dev.artemisrdma.it.bench.fabric;
+package dev.artemisrdma.transport.inmemory;
 
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -13,15 +12,13 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.locks.LockSupport;
 
 import dev.artemisrdma.transport.fabric.Addressing;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
 import dev.artemisrdma.transport.fabric.Completions;
 import dev.artemisrdma.transport.fabric.ConnectOptions;
 import dev.artemisrdma.transport.fabric.ConnectionRejectedException;
-import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionRequestHandler;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.DeviceLimits;
@@ -31,7 +28,6 @@ import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.QueuePair;
-import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 import dev.artemisrdma.transport.fabric.QueuePairSpec;
 import dev.artemisrdma.transport.fabric.RecvList;
@@ -41,10 +37,17 @@ import dev.artemisrdma.transport.fabric.SharedReceiveQueue;
 import dev.artemisrdma.transport.fabric.WcStatus;
 
 /**
- * A lean in-memory {@link Fabric} for measuring the transport's own cost on the host (artemis-host-bench): the verbs
- * data path reduced to what a NIC does for a SEND, with none of the checking the unit tests' {@code FakeFabric} does.
+ * The fast mode of the in-memory fabric, for measuring the transport's own cost on the host (artemis-host-bench,
+ * transport-host-bench) and for the unit tests that count what the transport allocates per frame: the verbs data path
+ * reduced to what a NIC does for a SEND. The verbs rules are the ones the strict mode (the unit tests'
+ * {@code FakeFabric}) applies, written once in this package: {@link Registry} (registration and keys),
+ * {@link VerbsRules} (caps, scatter-gather entries, inline bytes, immediate data, receive queue depth),
+ * {@link Execution} (what a SEND does to the peer's receive and the completions' statuses), {@link RecvRing} (posted
+ * receives). What this mode leaves out is the strict mode's bookkeeping: violation records, the send queue depth and
+ * the teardown and deregistration checks. On the steady path (a SEND that finds a receive, a poll, a post of
+ * receives) it allocates nothing.
  *
- * <p><b>Why not FakeFabric.</b> FakeFabric enforces the verbs rules and so does work per operation that a NIC does
+ * <p><b>Why not the strict mode.</b> FakeFabric enforces the verbs rules and so does work per operation that a NIC does
  * not: one fabric-wide lock taken by every post, poll, arm and wait of every connection (16 pairs serialise on it);
  * a work-request object and a byte array allocated per SEND and the data copied twice (into the array at execution,
  * out of it into the receive); a single wire thread that executes every SEND, found by a round-robin scan of all
@@ -61,11 +64,11 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  *       then the send completion (when signaled) to the sender's. So a NIC's DMA read, wire and DMA write become one
  *       {@code memcpy} on a CPU thread; that copy's CPU is charged to the posting thread (a NIC's would be free),
  *       and there is no wire latency at all (a NIC adds about 1 to 2 us per hop).</li>
- *   <li>Completion queues: a ring per queue, its lock held only to append or take entries; an empty poll reads one
- *       volatile field, without the lock (a NIC's poll reads the owner bit of the next entry). Notification as the
- *       completion channel: only a completion after {@code requestNotification} wakes {@code awaitNotification},
- *       which parks the thread ({@code Condition.await}; the verbs fabric blocks in the kernel on the channel's
- *       file descriptor, a comparable cost); {@code wakeUp} ends a wait.</li>
+ *   <li>Completion queues: a ring per queue, its monitor held only to append or take entries; an empty poll reads
+ *       one volatile field, without the lock (a NIC's poll reads the owner bit of the next entry). Notification as
+ *       the completion channel: only a completion after {@code requestNotification} wakes {@code awaitNotification},
+ *       which parks the thread ({@code LockSupport.park}, allocation-free; the verbs fabric blocks in the kernel on
+ *       the channel's file descriptor, a comparable cost); {@code wakeUp} ends a wait.</li>
  *   <li>Per-queue-pair order; a SEND longer than the receive fails both sides (LOC_LEN_ERR / REM_INV_REQ_ERR); an
  *       SGE outside registered memory fails with LOC_PROT_ERR; a SEND with no receive posted waits (RNR retry
  *       forever, without the delay) and is delivered in order when one is posted, counted in {@link #rnrWaits()};
@@ -73,8 +76,9 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  *   <li>Connection set-up through a connection-manager thread, as rdma_cm: the listener's handler accepts or
  *       rejects, the passive side hears ESTABLISHED afterwards.</li>
  * </ul>
- * <p><b>What it does not model.</b> Queue depth limits (no ENOMEM when more sends or receives are outstanding than
- * the caps: the transport's credits are trusted, FakeFabric's tests check them), completion queue overrun other
+ * <p><b>What it does not model.</b> The send queue's depth (no ENOMEM when more sends are outstanding than the caps:
+ * the transport's credits are trusted, FakeFabric's tests check them; a receive queue refuses more receives than its
+ * depth, counting those not yet taken), completion queue overrun other
  * than by its capacity, the RNR retry delay and rnrRetryCount below 7, shared receive queue limit events, device
  * removal and async events, concurrent-post detection, registration rules on deregistration, and the kernel: no
  * system call anywhere on the data path (as with a real NIC's user-space verbs; rxe makes each post a system call).
@@ -86,6 +90,7 @@ public final class MemoryFabric implements Fabric {
     static final int MAX_CQE = 1 << 20;
     static final int MAX_INLINE = 256;
     static final int MTU = 4096;
+    private static final VerbsRules.DeviceCaps CAPS = new VerbsRules.DeviceCaps(MAX_QP_WR, MAX_SGE, MAX_INLINE, true);
 
     static final int INIT = 0;
     static final int RTS = 1;
@@ -100,13 +105,12 @@ public final class MemoryFabric implements Fabric {
     private final Map<Integer, Listener> listeners = new ConcurrentHashMap<>();
     private final AtomicInteger nextPort = new AtomicInteger(40000);
     private final AtomicInteger nextQpn = new AtomicInteger(0x101);
-    private final Object registry = new Object();
-    /** Registrations by lkey (the index); replaced whole when it grows, so readers need no lock. */
-    private volatile Mr[] mrs = new Mr[64];
-    private int nextKey = 1;
+    private final Registry<Mr> memory = new Registry<>();
     private final Object rnrLock = new Object();
     private final List<Qp> rnrQps = new ArrayList<>();
     private final AtomicInteger rnrPending = new AtomicInteger();
+    /** The receive a waiting SEND takes when it is retried; guarded by rnrLock. */
+    private final Recv rnrScratch = new Recv();
     private final LongAdder sends = new LongAdder();
     private final LongAdder bytes = new LongAdder();
     private final LongAdder rnrWaits = new LongAdder();
@@ -125,6 +129,11 @@ public final class MemoryFabric implements Fabric {
     /** The fabric made last (the runtime's while a transport is open), or null. */
     public static MemoryFabric last() {
         return last;
+    }
+
+    /** The fabric's one device. */
+    public FabricDevice device() {
+        return device;
     }
 
     /** SENDs executed so far. */
@@ -176,7 +185,7 @@ public final class MemoryFabric implements Fabric {
             throw new FabricException("connect to " + remote + ": connection refused (no listener)");
         }
         InetSocketAddress local = new InetSocketAddress(loopback(), nextPort.incrementAndGet());
-        Qp qp = createQp(setup.queuePairSpec(device), events, local, remote);
+        Qp qp = ConnectionSetup.createFitted(setup, device, spec -> createQp(spec, events, local, remote));
         setup.prepare(qp); // hands the queue pair over: only the channel destroys it from here on
         Request req = new Request(l, qp, options.privateData().clone());
         cm.execute(() -> {
@@ -189,24 +198,24 @@ public final class MemoryFabric implements Fabric {
         });
         long deadline = System.nanoTime() + options.timeout().toNanos();
         synchronized (req) {
-            while (req.outcome == 0) {
+            while (req.outcome == RequestBase.PENDING) {
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
-                    req.outcome = -2;
+                    req.outcome = RequestBase.ABANDONED;
                     break;
                 }
                 try {
                     TimeUnit.NANOSECONDS.timedWait(req, left);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
-                    req.outcome = -2;
+                    req.outcome = RequestBase.ABANDONED;
                     break;
                 }
             }
-            if (req.outcome == 1) {
+            if (req.outcome == RequestBase.ACCEPTED) {
                 return qp;
             }
-            if (req.outcome == -1) {
+            if (req.outcome == RequestBase.REJECTED) {
                 throw new ConnectionRejectedException(remote, req.rejectData);
             }
         }
@@ -230,17 +239,7 @@ public final class MemoryFabric implements Fabric {
             }
             srq = s;
         }
-        if (spec.maxSendWr() > MAX_QP_WR || spec.maxRecvWr() > MAX_QP_WR || spec.maxSendSge() > MAX_SGE
-                || spec.maxRecvSge() > MAX_SGE) {
-            throw new FabricException("create_qp: " + spec + " exceeds the device's limits (EINVAL)");
-        }
-        QueuePairCaps caps = new QueuePairCaps(round(spec.maxSendWr()), srq != null ? 0 : round(spec.maxRecvWr()),
-                spec.maxSendSge(), spec.maxRecvSge(), Math.min(spec.maxInlineData(), MAX_INLINE));
-        return new Qp(nextQpn.getAndIncrement(), caps, cq, srq, events, local, remote);
-    }
-
-    private static int round(int n) {
-        return Math.min(MAX_QP_WR, Integer.highestOneBit(Math.max(1, n - 1)) << 1);
+        return new Qp(nextQpn.getAndIncrement(), VerbsRules.grant(spec, CAPS), cq, srq, events, local, remote);
     }
 
     @Override
@@ -250,56 +249,13 @@ public final class MemoryFabric implements Fabric {
         cm.shutdown();
     }
 
-    // ------------------------------------------------------------------------------------------ memory
-
-    private Mr register(int length) throws FabricException {
-        if (length <= 0) {
-            throw new FabricException("ibv_reg_mr: " + length + " bytes (EINVAL)");
-        }
-        // page-aligned, as the verbs fabric's slabs are
-        ByteBuffer buffer = ByteBuffer.allocateDirect(((length + 4095) & ~4095) + 4096).alignedSlice(4096);
-        synchronized (registry) {
-            int key = nextKey++;
-            Mr[] table = mrs;
-            if (key >= table.length) {
-                table = java.util.Arrays.copyOf(table, table.length * 2);
-            }
-            Mr mr = new Mr(key, buffer.slice(0, length), length);
-            table[key] = mr;
-            mrs = table;
-            return mr;
-        }
-    }
-
-    private void deregister(Mr mr) {
-        synchronized (registry) {
-            Mr[] table = mrs.clone();
-            table[mr.lkey] = null;
-            mrs = table;
-        }
-    }
-
-    /** The registration an SGE names, when {@code [address, address + length)} lies inside it; null otherwise. */
-    private Mr resolve(long address, int length, int lkey) {
-        Mr[] table = mrs;
-        if (lkey <= 0 || lkey >= table.length) {
-            return null;
-        }
-        Mr mr = table[lkey];
-        if (mr == null || length < 0 || address < mr.address || address + length > mr.address + mr.length) {
-            return null;
-        }
-        return mr;
-    }
-
     // ------------------------------------------------------------------------------------------ RNR waits
 
     /** A SEND that found no receive: kept (inline data copied, as the caller may reuse it) until one is posted. */
-    private void waitForReceive(Qp qp, SendList list, int i) {
+    private void waitForReceive(Qp qp, KeptSend send) {
         rnrWaits.increment();
-        Pending p = new Pending(list, i);
         synchronized (rnrLock) {
-            qp.pending.add(p);
+            qp.pending.add(send);
             qp.pendingCount++;
             rnrPending.incrementAndGet();
             if (!rnrQps.contains(qp)) {
@@ -322,10 +278,10 @@ public final class MemoryFabric implements Fabric {
         for (int k = 0; k < rnrQps.size(); k++) {
             Qp qp = rnrQps.get(k);
             while (!qp.pending.isEmpty()) {
-                Pending p = qp.pending.peek();
+                KeptSend p = qp.pending.peek();
                 if (qp.state == ERROR || qp.state == DESTROYED) {
                     qp.completeSend(p.wrId, p.signaled, WcStatus.WR_FLUSH_ERR, 0, true);
-                } else if (!qp.deliver(p.wrId, p.flags, p.immediate, p, null, 0, new Recv())) {
+                } else if (!qp.deliver(p.wrId, p.signaled, p.immediate, p, rnrScratch)) {
                     break; // still no receive
                 }
                 qp.pending.poll();
@@ -336,60 +292,6 @@ public final class MemoryFabric implements Fabric {
                 rnrQps.remove(k--);
             }
         }
-    }
-
-    /** A SEND kept while the peer had no receive posted. */
-    private final class Pending {
-        final long wrId;
-        final int flags;
-        final int immediate;
-        final boolean signaled;
-        final long[] address;
-        final int[] length;
-        final int[] lkey;
-        final byte[] inline;
-
-        Pending(SendList list, int i) {
-            wrId = list.wrId(i);
-            flags = list.flags(i);
-            immediate = list.immediate(i);
-            signaled = (flags & SendList.FLAG_SIGNALED) != 0;
-            int n = list.sgeCount(i);
-            int first = list.firstSge(i);
-            address = new long[n];
-            length = new int[n];
-            lkey = new int[n];
-            for (int s = 0; s < n; s++) {
-                address[s] = list.sgeAddress(first + s);
-                length[s] = list.sgeLength(first + s);
-                lkey[s] = list.sgeLkey(first + s);
-            }
-            if ((flags & SendList.FLAG_INLINE) != 0) { // copied at post time: the caller may reuse the buffer
-                int total = 0;
-                for (int len : length) {
-                    total += len;
-                }
-                inline = new byte[total];
-                ByteBuffer into = ByteBuffer.wrap(inline);
-                for (int s = 0; s < n; s++) {
-                    Mr mr = resolve(address[s], length[s], lkey[s]);
-                    if (mr != null) {
-                        into.put(into.position(), mr.buffer, (int) (address[s] - mr.address), length[s]);
-                    }
-                    into.position(into.position() + length[s]);
-                }
-            } else {
-                inline = null; // read at delivery: the transport keeps send buffers until the send completes
-            }
-        }
-    }
-
-    /** One receive taken from a receive queue. */
-    static final class Recv {
-        long wrId;
-        long address;
-        int length;
-        int lkey;
     }
 
     // ------------------------------------------------------------------------------------------ objects
@@ -407,8 +309,8 @@ public final class MemoryFabric implements Fabric {
         }
 
         @Override
-        public RegisteredMemory register(int bytes) throws FabricException {
-            return MemoryFabric.this.register(bytes);
+        public RegisteredMemory register(int length) throws FabricException {
+            return memory.register(length, Mr::new);
         }
 
         @Override
@@ -424,7 +326,7 @@ public final class MemoryFabric implements Fabric {
             if (maxReceives < 1 || maxReceives > MAX_QP_WR) {
                 throw new FabricException("ibv_create_srq: " + maxReceives + " receives (EINVAL)");
             }
-            return new Srq(round(maxReceives));
+            return new Srq(VerbsRules.depth(maxReceives, CAPS));
         }
 
         @Override
@@ -433,109 +335,25 @@ public final class MemoryFabric implements Fabric {
         }
     }
 
-    final class Mr implements RegisteredMemory {
-        final int lkey;
-        final ByteBuffer buffer;
-        final long address;
-        final int length;
-
-        Mr(int lkey, ByteBuffer buffer, int length) {
-            this.lkey = lkey;
-            this.buffer = buffer;
-            this.length = length;
-            this.address = (long) lkey << 32; // synthetic, page-aligned; resolve() maps it back
-        }
-
-        @Override
-        public ByteBuffer buffer() {
-            return buffer.duplicate().clear();
-        }
-
-        @Override
-        public long address() {
-            return address;
-        }
-
-        @Override
-        public int lkey() {
-            return lkey;
-        }
-
-        @Override
-        public int length() {
-            return length;
+    final class Mr extends Region {
+        Mr(Registry.Slot slot) {
+            super(slot);
         }
 
         @Override
         public void close() {
-            deregister(this);
-        }
-    }
-
-    /** Posted receives: a ring, its lock held to add or take one. */
-    static final class RecvQueue {
-        private final long[] wrId;
-        private final long[] address;
-        private final int[] length;
-        private final int[] lkey;
-        private final int mask;
-        private int head;
-        private int size;
-
-        RecvQueue(int capacity) {
-            int c = Integer.highestOneBit(Math.max(1, capacity - 1)) << 1;
-            wrId = new long[c];
-            address = new long[c];
-            length = new int[c];
-            lkey = new int[c];
-            mask = c - 1;
-        }
-
-        /** Adds every receive of the list; false when they do not fit. Caller holds the lock. */
-        boolean addAll(RecvList list) {
-            if (size + list.size() > wrId.length) {
-                return false;
-            }
-            for (int i = 0; i < list.size(); i++) {
-                int at = (head + size++) & mask;
-                wrId[at] = list.wrId(i);
-                address[at] = list.address(i);
-                length[at] = list.length(i);
-                lkey[at] = list.lkey(i);
-            }
-            return true;
-        }
-
-        synchronized boolean take(Recv out) {
-            if (size == 0) {
-                return false;
-            }
-            out.wrId = wrId[head];
-            out.address = address[head];
-            out.length = length[head];
-            out.lkey = lkey[head];
-            head = (head + 1) & mask;
-            size--;
-            return true;
-        }
-
-        /** Empties the queue into {@code flushed} (work request ids). Caller holds the lock. */
-        void drain(List<Long> flushed) {
-            while (size > 0) {
-                flushed.add(wrId[head]);
-                head = (head + 1) & mask;
-                size--;
-            }
+            memory.remove(this);
         }
     }
 
     final class Srq implements SharedReceiveQueue {
-        final RecvQueue rq;
+        /** Its receives; its monitor guards them. */
+        final RecvRing rq;
         final int capacity;
 
         Srq(int capacity) {
             this.capacity = capacity;
-            this.rq = new RecvQueue(capacity);
+            this.rq = new RecvRing(capacity);
         }
 
         @Override
@@ -546,8 +364,12 @@ public final class MemoryFabric implements Fabric {
         @Override
         public void postRecv(RecvList list) throws FabricException {
             synchronized (rq) {
-                if (!rq.addAll(list)) {
-                    throw new FabricException("ibv_post_srq_recv: shared receive queue full (ENOMEM)");
+                String refused = VerbsRules.depthRefusal("ibv_post_srq_recv", -1, list.size(), rq.size(), capacity);
+                if (refused != null) {
+                    throw new FabricException(refused);
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    rq.add(list, i);
                 }
             }
             receivesPosted();
@@ -558,11 +380,12 @@ public final class MemoryFabric implements Fabric {
         }
     }
 
-    /** A completion queue: a ring of entries in parallel arrays; the lock guards them and the channel's state. */
+    /**
+     * A completion queue: a ring of entries in parallel arrays; its monitor guards them and the channel's state. The
+     * waiting poller parks (LockSupport), so that neither a push nor a wait allocates.
+     */
     final class Cq implements CompletionQueue {
         private final int capacity;
-        private final ReentrantLock lock = new ReentrantLock();
-        private final Condition event = lock.newCondition();
         private long[] wrId;
         private int[] status;
         private int[] opcode;
@@ -578,6 +401,8 @@ public final class MemoryFabric implements Fabric {
         private boolean wakeRequested;
         private boolean closed;
         private boolean overrun;
+        /** The thread in awaitNotification, if any: what a push, a wake-up or a close unparks. */
+        private volatile Thread waiter;
 
         Cq(int capacity) {
             this.capacity = capacity;
@@ -610,8 +435,8 @@ public final class MemoryFabric implements Fabric {
         }
 
         void push(long id, int st, int op, int length, int qpn, long imm) {
-            lock.lock();
-            try {
+            boolean wake = false;
+            synchronized (this) {
                 if (closed || overrun) {
                     return;
                 }
@@ -619,26 +444,36 @@ public final class MemoryFabric implements Fabric {
                     if (count == capacity) {
                         overrun = true; // fatal, as IBV_EVENT_CQ_ERR: every poll throws from now on
                         available = 1;
-                        event.signalAll();
-                        return;
+                        wake = true;
+                    } else {
+                        allocate((int) Math.min(capacity, 2L * wrId.length));
                     }
-                    allocate((int) Math.min(capacity, 2L * wrId.length));
                 }
-                int at = (head + count) % wrId.length;
-                wrId[at] = id;
-                status[at] = st;
-                opcode[at] = op;
-                byteLength[at] = length;
-                qpNumber[at] = qpn;
-                immediate[at] = imm;
-                available = ++count;
-                if (armed) {
-                    armed = false;
-                    notified = true;
-                    event.signal();
+                if (!overrun) {
+                    int at = (head + count) % wrId.length;
+                    wrId[at] = id;
+                    status[at] = st;
+                    opcode[at] = op;
+                    byteLength[at] = length;
+                    qpNumber[at] = qpn;
+                    immediate[at] = imm;
+                    available = ++count;
+                    if (armed) {
+                        armed = false;
+                        notified = true;
+                        wake = true;
+                    }
                 }
-            } finally {
-                lock.unlock();
+            }
+            if (wake) {
+                unparkWaiter();
+            }
+        }
+
+        private void unparkWaiter() {
+            Thread w = waiter;
+            if (w != null) {
+                LockSupport.unpark(w);
             }
         }
 
@@ -653,8 +488,7 @@ public final class MemoryFabric implements Fabric {
             if (available == 0) {
                 return 0;
             }
-            lock.lock();
-            try {
+            synchronized (this) {
                 if (overrun) {
                     throw new FabricException("ibv_poll_cq: completion queue overrun (IBV_EVENT_CQ_ERR)");
                 }
@@ -668,8 +502,6 @@ public final class MemoryFabric implements Fabric {
                 count -= n;
                 available = count;
                 return n;
-            } finally {
-                lock.unlock();
             }
         }
 
@@ -682,129 +514,92 @@ public final class MemoryFabric implements Fabric {
         }
 
         @Override
-        public void requestNotification() throws FabricException {
-            lock.lock();
-            try {
-                if (closed) {
-                    throw new FabricException("ibv_req_notify_cq: completion queue destroyed");
-                }
-                armed = true;
-            } finally {
-                lock.unlock();
+        public synchronized void requestNotification() throws FabricException {
+            if (closed) {
+                throw new FabricException("ibv_req_notify_cq: completion queue destroyed");
             }
+            armed = true;
         }
 
         @Override
         public boolean awaitNotification(long timeoutMillis) throws FabricException {
-            lock.lock();
+            long deadline = System.nanoTime() + (timeoutMillis < 0 ? 0 : TimeUnit.MILLISECONDS.toNanos(timeoutMillis));
+            waiter = Thread.currentThread(); // before the check: a push after it sees this thread and unparks it
             try {
-                long left = timeoutMillis < 0 ? Long.MAX_VALUE : TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
-                while (!notified && !wakeRequested && !closed && !overrun && left > 0) {
+                while (true) {
+                    synchronized (this) {
+                        if (notified || wakeRequested || closed || overrun) {
+                            wakeRequested = false; // like the eventfd: one read clears every wake-up pending
+                            if (notified) {
+                                notified = false;
+                                return true;
+                            }
+                            return false;
+                        }
+                    }
                     if (timeoutMillis < 0) {
-                        event.await();
+                        LockSupport.park(this);
                     } else {
-                        left = event.awaitNanos(left);
+                        long left = deadline - System.nanoTime();
+                        if (left <= 0) {
+                            synchronized (this) {
+                                wakeRequested = false;
+                            }
+                            return false;
+                        }
+                        LockSupport.parkNanos(this, left);
+                    }
+                    if (Thread.currentThread().isInterrupted()) {
+                        return false;
                     }
                 }
-                wakeRequested = false; // like the eventfd: one read clears every wake-up pending
-                if (notified) {
-                    notified = false;
-                    return true;
-                }
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
             } finally {
-                lock.unlock();
+                waiter = null;
             }
         }
 
         @Override
         public void wakeUp() {
-            lock.lock();
-            try {
+            synchronized (this) {
                 wakeRequested = true;
-                event.signal();
-            } finally {
-                lock.unlock();
             }
+            unparkWaiter();
         }
 
         @Override
         public void close() {
-            lock.lock();
-            try {
+            synchronized (this) {
                 closed = true;
-                event.signalAll();
-            } finally {
-                lock.unlock();
             }
+            unparkWaiter();
         }
     }
 
-    final class Qp implements QueuePair {
-        final int qpn;
-        final QueuePairCaps caps;
+    final class Qp extends QueuePairBase<Device> {
         final Cq cq;
         final Srq srq;
-        /** Where SENDs to this queue pair land: its own receive queue, or its shared one's. */
-        final RecvQueue receives;
+        /** Where SENDs to this queue pair land: its own receive queue, or its shared one's; its monitor guards it. */
+        final RecvRing receives;
         final QueuePairEvents events;
-        final InetSocketAddress local;
-        final InetSocketAddress remote;
         /** This queue pair's SENDs waiting for a peer's receive; guarded by rnrLock. */
-        final ArrayDeque<Pending> pending = new ArrayDeque<>();
+        final ArrayDeque<KeptSend> pending = new ArrayDeque<>();
         /** pending's size, read without the lock by the poster (only it adds, only while it is > 0 or posting). */
         volatile int pendingCount;
-        /** The receive a direct SEND takes (posting is single-threaded per queue pair). */
+        /** The receive a direct SEND takes and the view of its request (posting is single-threaded per queue pair). */
         private final Recv scratch = new Recv();
+        private final ListSges request = new ListSges();
         volatile int state = INIT;
         volatile Qp peer;
         volatile boolean awaitingEstablished;
-        byte[] peerPrivateData = new byte[0];
         private boolean disconnected;
 
-        Qp(int qpn, QueuePairCaps caps, Cq cq, Srq srq, QueuePairEvents events, InetSocketAddress local,
-           InetSocketAddress remote) {
-            this.qpn = qpn;
-            this.caps = caps;
+        Qp(int qpn, dev.artemisrdma.transport.fabric.QueuePairCaps caps, Cq cq, Srq srq, QueuePairEvents events,
+           InetSocketAddress local, InetSocketAddress remote) {
+            super(MemoryFabric.this.device, qpn, caps, local, remote);
             this.cq = cq;
             this.srq = srq;
-            this.receives = srq != null ? srq.rq : new RecvQueue(Math.max(1, caps.maxRecvWr()));
+            this.receives = srq != null ? srq.rq : new RecvRing(Math.max(1, caps.maxRecvWr()));
             this.events = events;
-            this.local = local;
-            this.remote = remote;
-        }
-
-        @Override
-        public FabricDevice device() {
-            return device;
-        }
-
-        @Override
-        public QueuePairCaps caps() {
-            return caps;
-        }
-
-        @Override
-        public int qpNumber() {
-            return qpn;
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return local;
-        }
-
-        @Override
-        public InetSocketAddress peerAddress() {
-            return remote;
-        }
-
-        @Override
-        public byte[] peerPrivateData() {
-            return peerPrivateData.clone();
         }
 
         @Override
@@ -827,30 +622,46 @@ public final class MemoryFabric implements Fabric {
                 throw new FabricException("ibv_post_send: queue pair not established");
             }
             for (int i = 0; i < list.size(); i++) {
+                String refused = VerbsRules.sendRefusal(list, i, caps, true, qpn);
+                if (refused != null) {
+                    throw new FabricException(refused);
+                }
+            }
+            for (int i = 0; i < list.size(); i++) {
                 int flags = list.flags(i);
                 if (state != RTS) {
                     completeSend(list.wrId(i), true, WcStatus.WR_FLUSH_ERR, 0, false);
                 } else if (pendingCount > 0) {
-                    waitForReceive(this, list, i); // behind SENDs still waiting: keeps the order
-                } else if (!deliver(list.wrId(i), flags, list.immediate(i), null, list, i, scratch)) {
-                    waitForReceive(this, list, i);
+                    waitForReceive(this, new KeptSend(list, i, memory)); // behind SENDs still waiting: keeps order
+                } else if (!deliver(list.wrId(i), (flags & SendList.FLAG_SIGNALED) != 0,
+                        Execution.immediate(flags, list.immediate(i)), request.of(list, i), scratch)) {
+                    waitForReceive(this, new KeptSend(list, i, memory));
                 }
             }
         }
 
         /**
-         * Executes one SEND, its scatter-gather list read from {@code kept} or else from {@code list}'s request
-         * {@code i}; false when the peer has no receive posted (nothing done then).
+         * Executes one SEND by the rules of {@link Execution} into the peer's oldest receive, taken into {@code r};
+         * false when the peer has no receive posted (nothing done then).
          */
-        boolean deliver(long wrId, int flags, int imm, Pending kept, SendList list, int i, Recv r) {
-            boolean signaled = (flags & SendList.FLAG_SIGNALED) != 0;
+        boolean deliver(long wrId, boolean signaled, long immediate, Sges send, Recv r) {
             Qp p = peer;
             if (p == null || p.state != RTS) {
                 completeSend(wrId, signaled, WcStatus.RETRY_EXC_ERR, 0, true);
                 toError(this);
                 return true;
             }
-            if (!p.receives.take(r)) {
+            long total = Execution.length(send, memory);
+            if (total < 0) {
+                completeSend(wrId, signaled, WcStatus.LOC_PROT_ERR, 0, true);
+                toError(this);
+                return true;
+            }
+            boolean taken;
+            synchronized (p.receives) {
+                taken = p.receives.take(r);
+            }
+            if (!taken) {
                 if (p.state != RTS) {
                     completeSend(wrId, signaled, WcStatus.RETRY_EXC_ERR, 0, true);
                     toError(this);
@@ -858,51 +669,17 @@ public final class MemoryFabric implements Fabric {
                 }
                 return false;
             }
-            Mr dst = resolve(r.address, r.length, r.lkey);
-            if (dst == null) {
-                p.cq.push(r.wrId, WcStatus.LOC_PROT_ERR, Completions.OPCODE_RECV, 0, p.qpn, Completions.NO_IMMEDIATE);
-                completeSend(wrId, signaled, WcStatus.REM_OP_ERR, 0, true);
+            int outcome = Execution.deliver(send, total, memory, r);
+            if (outcome != Execution.DELIVERED) {
+                p.cq.push(r.wrId, Execution.receiveStatus(outcome), Completions.OPCODE_RECV, 0, p.qpn,
+                        Completions.NO_IMMEDIATE);
+                completeSend(wrId, signaled, Execution.sendStatus(outcome), 0, true);
                 toError(this);
                 toError(p);
                 return true;
-            }
-            int n = kept != null ? kept.address.length : list.sgeCount(i);
-            int first = kept != null ? 0 : list.firstSge(i);
-            long total = 0;
-            for (int s = 0; s < n; s++) {
-                total += kept != null ? kept.length[s] : list.sgeLength(first + s);
-            }
-            if (total > r.length) {
-                p.cq.push(r.wrId, WcStatus.LOC_LEN_ERR, Completions.OPCODE_RECV, 0, p.qpn, Completions.NO_IMMEDIATE);
-                completeSend(wrId, signaled, WcStatus.REM_INV_REQ_ERR, 0, true);
-                toError(this);
-                toError(p);
-                return true;
-            }
-            int at = (int) (r.address - dst.address);
-            if (kept != null && kept.inline != null) {
-                dst.buffer.put(at, kept.inline);
-                n = 0;
-            }
-            for (int s = 0; s < n; s++) {
-                long address = kept != null ? kept.address[s] : list.sgeAddress(first + s);
-                int length = kept != null ? kept.length[s] : list.sgeLength(first + s);
-                int lkey = kept != null ? kept.lkey[s] : list.sgeLkey(first + s);
-                Mr src = resolve(address, length, lkey);
-                if (src == null) {
-                    // the receive was consumed: it completes in error too, as the peer's NIC would report it
-                    p.cq.push(r.wrId, WcStatus.REM_OP_ERR, Completions.OPCODE_RECV, 0, p.qpn,
-                            Completions.NO_IMMEDIATE);
-                    completeSend(wrId, signaled, WcStatus.LOC_PROT_ERR, 0, true);
-                    toError(this);
-                    return true;
-                }
-                dst.buffer.put(at, src.buffer, (int) (address - src.address), length);
-                at += length;
             }
             sends.increment();
             bytes.add(total);
-            long immediate = (flags & SendList.FLAG_IMMEDIATE) != 0 ? imm & 0xFFFF_FFFFL : Completions.NO_IMMEDIATE;
             p.cq.push(r.wrId, WcStatus.SUCCESS, Completions.OPCODE_RECV, (int) total, p.qpn, immediate);
             if (signaled) {
                 cq.push(wrId, WcStatus.SUCCESS, Completions.OPCODE_SEND, (int) total, qpn, Completions.NO_IMMEDIATE);
@@ -933,8 +710,13 @@ public final class MemoryFabric implements Fabric {
                     }
                     return;
                 }
-                if (!receives.addAll(list)) {
-                    throw new FabricException("ibv_post_recv: receive queue full (ENOMEM)");
+                String refused = VerbsRules.depthRefusal("ibv_post_recv", qpn, list.size(), receives.size(),
+                        caps.maxRecvWr());
+                if (refused != null) {
+                    throw new FabricException(refused);
+                }
+                for (int i = 0; i < list.size(); i++) {
+                    receives.add(list, i);
                 }
             }
             receivesPosted();
@@ -995,8 +777,11 @@ public final class MemoryFabric implements Fabric {
         }
         if (qp.srq == null) {
             List<Long> flushed = new ArrayList<>();
+            Recv r = new Recv();
             synchronized (qp.receives) {
-                qp.receives.drain(flushed);
+                while (qp.receives.take(r)) {
+                    flushed.add(r.wrId);
+                }
             }
             for (long id : flushed) {
                 qp.cq.push(id, WcStatus.WR_FLUSH_ERR, Completions.OPCODE_RECV, 0, qp.qpn, Completions.NO_IMMEDIATE);
@@ -1028,33 +813,12 @@ public final class MemoryFabric implements Fabric {
     }
 
     /** A connect request; its monitor guards the outcome, which the connecting thread waits for. */
-    final class Request implements ConnectionRequest {
+    final class Request extends RequestBase<Qp> {
         final Listener listener;
-        final Qp active;
-        final byte[] privateData;
-        /** 0 pending, 1 accepted, -1 rejected, -2 the connecting side gave up. */
-        int outcome;
-        byte[] rejectData = new byte[0];
 
         Request(Listener listener, Qp active, byte[] privateData) {
+            super(active, listener.address, privateData);
             this.listener = listener;
-            this.active = active;
-            this.privateData = privateData;
-        }
-
-        @Override
-        public byte[] privateData() {
-            return privateData.clone();
-        }
-
-        @Override
-        public InetSocketAddress peerAddress() {
-            return active.local;
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return listener.address;
         }
 
         @Override
@@ -1066,24 +830,26 @@ public final class MemoryFabric implements Fabric {
         public QueuePair accept(ConnectionSetup setup, byte[] replyData, int rnrRetryCount, QueuePairEvents events)
                 throws FabricException {
             synchronized (this) {
-                if (outcome != 0) {
+                if (outcome != PENDING) {
                     throw new IllegalStateException("connection request already decided");
                 }
             }
-            Qp pqp = createQp(setup.queuePairSpec(device), events, listener.address, active.local);
+            Qp act = active;
+            Qp pqp = ConnectionSetup.createFitted(setup, device,
+                    spec -> createQp(spec, events, listener.address, act.local));
             pqp.peerPrivateData = privateData.clone();
             pqp.awaitingEstablished = true;
             setup.prepare(pqp); // handed over: the channel destroys it on every outcome
             synchronized (this) {
-                if (outcome != 0) {
+                if (outcome != PENDING) {
                     throw new FabricException("accept: the connecting side gave up");
                 }
-                active.peer = pqp;
-                pqp.peer = active;
-                active.peerPrivateData = replyData == null ? new byte[0] : replyData.clone();
-                active.state = RTS;
+                act.peer = pqp;
+                pqp.peer = act;
+                act.peerPrivateData = replyData == null ? new byte[0] : replyData.clone();
+                act.state = RTS;
                 pqp.state = RTS;
-                outcome = 1;
+                outcome = ACCEPTED;
                 notifyAll();
             }
             cm.execute(() -> {
@@ -1095,17 +861,17 @@ public final class MemoryFabric implements Fabric {
 
         @Override
         public synchronized void reject(byte[] reason) {
-            if (outcome != 0) {
+            if (outcome != PENDING) {
                 throw new IllegalStateException("connection request already decided");
             }
-            outcome = -1;
+            outcome = REJECTED;
             rejectData = reason == null ? new byte[0] : reason.clone();
             notifyAll();
         }
 
         synchronized void rejectIfUndecided() {
-            if (outcome == 0) {
-                outcome = -1;
+            if (outcome == PENDING) {
+                outcome = REJECTED;
                 notifyAll();
             }
         }
