@@ -158,6 +158,12 @@ final class TlsEngines implements TlsEngineFactory {
      *                                  provider
      */
     static Settings settings(Side side, Map<String, ?> params) {
+        if (Collections.disjoint(params.keySet(), side == Side.ACCEPTOR ? ACCEPTOR_KEYS : CONNECTOR_KEYS)) {
+            // a plain endpoint: nothing to check, and Artemis's Netty TransportConstants stays untouched (its class
+            // initialisation needs Netty's SOCKS codec, which a broker or client class path may lack: the
+            // compatibility lab's Artemis 2.43.0 broker failed to start a plain RDMA acceptor for want of it)
+            return null;
+        }
         Settings settings = new Settings(side, params);
         return settings.enabled ? settings : null;
     }
