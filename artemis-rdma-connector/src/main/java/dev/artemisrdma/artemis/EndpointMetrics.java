@@ -16,6 +16,12 @@ import dev.artemisrdma.transport.stats.LoopStats;
  * counters of its channels, kept after they close, and how its listener answered connection requests. Read by the
  * Micrometer meters ({@link RdmaMeters}) and over JMX; nothing here is on the data path except one delegation per
  * callback of {@link #track}.
+ *
+ * <p>Threads: one per endpoint, shared by the threads that use it. The getters run on whatever thread scrapes
+ * (Micrometer, JMX); {@link #add} on the thread that saw the channel established; the {@link #track}ed handler's
+ * callbacks on the channel's completion loop. The channel group guards itself ({@link ChannelGroupStats} is
+ * synchronized), the listener's stats are a volatile reference set once when the acceptor starts, and the transport
+ * is read through the supplier the owner (acceptor or factory) gives.
  */
 final class EndpointMetrics implements RdmaTransportMetricsMXBean {
 

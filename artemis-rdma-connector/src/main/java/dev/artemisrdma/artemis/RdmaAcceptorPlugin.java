@@ -51,6 +51,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A name that matches nothing, and any combination in which a link would silently stay on TCP
  * ({@link SilentTcpCheck}), stops the broker with an error saying why.
+ *
+ * <p>Threads: the broker's starting thread makes it, calls {@link #init} and then {@link #registered}, once each,
+ * before the acceptors exist; no other thread uses it, so it has no lock. The name lists are immutable.
  */
 public class RdmaAcceptorPlugin implements ActiveMQServerPlugin {
 

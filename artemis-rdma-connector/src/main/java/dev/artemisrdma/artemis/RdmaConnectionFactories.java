@@ -39,6 +39,9 @@ import org.apache.activemq.artemis.utils.uri.URISchema;
  * written {@code tcp://host:port[?netty keys]} is a TCP fall-back: the connectors are then tried in the order written
  * ({@link InOrderConnectorPolicy}), so RDMA first and TCP only when it fails. The port defaults to
  * {@value RdmaParameters#DEFAULT_PORT}. IPv6 hosts are written in brackets: {@code rdma://[fd00::1]:61700}.
+ *
+ * <p>Its one job is this translation. Threads: static functions over constants, no state, so any thread; each call
+ * builds a new factory that the caller owns.
  */
 public final class RdmaConnectionFactories {
 

@@ -24,6 +24,12 @@ import org.slf4j.LoggerFactory;
  * Connects a client to an RDMA acceptor. Holds a lease on the shared runtime from start to close. With sslEnabled its
  * TLS keys are checked when it is made and its stores loaded when it starts (as NettyConnector reads the
  * {@code javax.net.ssl.*} system properties when it starts), once for all its connections.
+ *
+ * <p>Threads: Artemis's session factory calls {@link #start}, {@link #createConnection} and {@link #close} (not
+ * always on one thread), and a connection reported lost releases the lease from the thread that reports it. The
+ * lease, the TLS engines, the metrics group and the batch flusher are guarded by this object's lock;
+ * {@code createConnection} holds it only to read them and connects outside it. The last connection and whether the
+ * last attempt failed are volatile.
  */
 final class RdmaConnector extends AbstractConnector {
 

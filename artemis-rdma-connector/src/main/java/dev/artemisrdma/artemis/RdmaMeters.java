@@ -15,6 +15,10 @@ import io.micrometer.core.instrument.Tags;
  * The Micrometer meters of one endpoint, read from its {@link RdmaTransportMetricsMXBean} when the registry is
  * scraped (nothing is counted twice, nothing is pushed). The only class that touches Micrometer: it is loaded only
  * when a registry is in use, so the connector runs without Micrometer on the class path.
+ *
+ * <p>Threads: its owner registers and closes it, one thread at a time, so it has no lock of its own: an acceptor's
+ * {@link AcceptorMonitoring} when the acceptor starts and stops, {@link ClientMetrics} under its class lock. The
+ * meters read their source on whatever thread scrapes the registry; {@link EndpointMetrics} guards that itself.
  */
 final class RdmaMeters implements AutoCloseable {
 

@@ -28,6 +28,9 @@ import org.apache.activemq.artemis.utils.ConfigurationHelper;
  * ...) are read by {@link TlsEngines}; the {@code <mask-password>} keys the broker.xml parser adds to every acceptor
  * and connector ({@link #MASK_PASSWORD}, {@link #PASSWORD_CODEC}) apply to their passwords, as on Netty. None of them
  * is a transport key: a plain and a TLS endpoint with the same tuning share one transport.
+ *
+ * <p>Threads: constants (immutable sets and lists) and static functions of the map they are given, no other state,
+ * so any thread; the acceptor and connector factories call them when an endpoint is made.
  */
 public final class RdmaParameters {
 

@@ -18,6 +18,10 @@ import io.netty.buffer.UnpooledDirectByteBuf;
  *
  * <p>Ownership: the registered buffer is released exactly once, either when the last reference to this buffer is
  * released, or by the transport after {@link #takeSendBuffer} moved it there.
+ *
+ * <p>Threads: one per packet and, like any Netty buffer, not thread-safe: the Artemis thread that encodes the packet
+ * makes it ({@link RdmaConnection#createTransportBuffer}), fills and grows it and, in {@code write}, takes its send
+ * buffer. Only the release may come from another thread, ordered by Netty's atomic reference count.
  */
 final class RegisteredByteBuf extends UnpooledDirectByteBuf {
 

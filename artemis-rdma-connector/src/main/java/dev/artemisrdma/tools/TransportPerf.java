@@ -27,6 +27,11 @@ import java.util.concurrent.atomic.AtomicReference;
  * <p>The first frame of a connection says what follows: magic, mode, size, count ({@link TransportHello}). With
  * {@code --settle} both modes warm up in rehearsal windows until the JIT is quiet: the ping-pong's server echoes
  * whatever comes; a settled stream's server acknowledges each window's last frame, which the client marks.
+ *
+ * <p>Threads: a client run's calling thread connects, writes the hello, starts the workload and waits on the
+ * client's latch; the handlers' callbacks run on the completion loop. A client's figures are written by the loop
+ * and read by the caller after the latch; a stream's {@code pump}, which the caller starts and the loop resumes, is
+ * synchronized on the client. A server handler is one per connection, on its loop only.
  */
 final class TransportPerf {
 

@@ -29,6 +29,11 @@ import dev.artemisrdma.transport.fabric.WcStatus;
  * The bare data path, as ib_send_lat / ib_send_bw measure it: SENDs into pre-posted receives, busy-polled
  * completions, selective signalling, batched reposts. No framing and no credits: the peer accepts with infinite
  * RNR retry, as perftest does.
+ *
+ * <p>Threads: each connection's {@code Side} has one thread at a time and no lock. A client runs on the calling
+ * thread, which connects, posts, polls and closes. A server side is set up on the rdma_cm event thread that hands it
+ * the request; its "established" event starts one thread per connection (the start orders what was set up before),
+ * which polls, posts and finally closes it.
  */
 final class VerbsPerf {
 

@@ -6,6 +6,8 @@ package dev.artemisrdma.verbs;
  * <p>These are not guessed: the offsets test compiles a gcc probe against the installed headers and compares every
  * value here with {@code offsetof}/{@code sizeof}; at start-up {@link AbiCheck} compares them with the table the
  * native shim was compiled with. Names match {@code src/main/c/abi_table.h}.
+ *
+ * <p>Its one job is this table. Threads: compile-time constants only, immutable, so any thread.
  */
 public final class Abi {
 

@@ -5,6 +5,12 @@ package dev.artemisrdma.verbs;
  * rdma_post_sendv / rdma_post_recvv over the provider's function table (via the native shim), for whole lists of
  * work requests at a time. Every argument is validated in Java first, so a bad request fails with a message
  * instead of reaching the provider; sends are refused until the connection is established.
+ *
+ * <p>Threads: its {@link RdmaCmId} creates and destroys it (under the id's lock); the transport's queue pair owns it
+ * and runs every post, and the destroy, inside one lock (its {@code PostGate}), so posts never run at once (which is
+ * what lets them share the one {@code bad_wr} slot) and a destroy waits for a post under way. {@code established}
+ * and {@code destroyed} are volatile: the rdma_cm event thread or the connecting thread (or the completion loop, on
+ * an early first SEND) marks it established, the destroy marks it destroyed.
  */
 public final class IbvQueuePair {
 

@@ -3,6 +3,11 @@ package dev.artemisrdma.verbs;
 /**
  * One RDMA device context (opened and owned by librdmacm) with a protection domain of ours, so memory can be
  * registered before any connection exists. Limits come from ibv_query_device / ibv_query_port, never constants.
+ *
+ * <p>Threads: {@link RdmaDevices} owns it: it opens and closes it, under its own lock. Any thread reads its limits
+ * (final from construction), registers memory and creates queues on it; the inline probe runs once, under this
+ * object's lock. {@code closed} is written only under the owner's lock but read without one ({@link #isClosed},
+ * {@link #isPortActive}, the checks before registering), so a thread that races a release may see it open.
  */
 public final class RdmaDevice implements AutoCloseable {
 

@@ -13,6 +13,10 @@ import java.util.Set;
  * nothing holds it: no rdma_cm_id on it, and no list from rdma_get_devices that names it. So a removed device is
  * first {@link #release released} (our protection domain freed, after everything on it), then {@link #refresh}
  * swaps the list for a new one, which drops our hold; a device added later appears in the next refresh.
+ *
+ * <p>Threads: one per fabric, which owns it. Every method is synchronized on this: the fabric's async-event thread
+ * rescans and releases, a connecting thread rescans when it meets an unknown device, any thread asks for the list
+ * (an unmodifiable snapshot, replaced whole on every change).
  */
 public final class RdmaDevices implements AutoCloseable {
 

@@ -9,6 +9,9 @@ import java.nio.ByteBuffer;
  *
  * <p>The struct memory only has to live during the post call (the provider copies work requests into its queue);
  * the buffers the scatter-gather entries name must stay registered and untouched until the completion.
+ *
+ * <p>Threads: not thread-safe; one per queue pair, whose owner (the transport's queue pair) fills and posts it only
+ * inside its post lock ({@code PostGate}) and closes it there too, after destroying the queue pair.
  */
 public final class SendRequests implements AutoCloseable {
 

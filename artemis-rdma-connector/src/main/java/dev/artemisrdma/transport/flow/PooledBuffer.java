@@ -15,6 +15,12 @@ import dev.artemisrdma.transport.fabric.RegisteredMemory;
  * handed out in. The buffer's state word carries the generation too, so a lease's late second {@code release()} (or
  * a write of a buffer already released) finds another generation and does nothing, instead of freeing the buffer
  * that a new owner now holds.
+ *
+ * <p>Threads: the buffer passes between threads, and its state word (an atomic, changed only by compare-and-set)
+ * says who holds it, so exactly one hand-out, transfer or release wins whichever threads race: the lease holder's
+ * thread, a writer handing it to a channel, the completion loop releasing it. The frame bookkeeping
+ * ({@link #startFrame}, {@link #sentTo}) belongs to the channel that holds it: the writer sets it once before
+ * queuing the buffer under the channel's lock, and from then on only code holding that lock reads or moves it.
  */
 public final class PooledBuffer {
 

@@ -20,7 +20,15 @@ import org.slf4j.event.Level;
 
 import java.net.InetSocketAddress;
 
-/** A listening rdma_cm id; turns CONNECT_REQUEST events into {@link ConnectionRequest}s for the handler. */
+/**
+ * A listening rdma_cm id; turns CONNECT_REQUEST events into {@link ConnectionRequest}s for the handler, and binds
+ * again when its device goes away and comes back.
+ *
+ * <p>Threads: the fabric's rdma_cm event thread delivers its events ({@link #onEvent}, which calls the handler and
+ * loses the id), the fabric's timer thread rebinds it ({@link ListenerRecovery}), its owner closes it from any thread.
+ * The listening id, its device name and {@code closed} are guarded by this object's lock; the id is closed outside
+ * it, after being taken out under it.
+ */
 final class VerbsListener implements FabricListener {
 
     private static final Logger LOG = LoggerFactory.getLogger(VerbsListener.class);

@@ -49,6 +49,10 @@ import dev.artemisrdma.transport.config.TransportConfig;
  * <p>Credit recall (bit 3): this side answers a credit frame with {@link FrameHeader#RECALL} by giving back, in a credit
  * frame with {@link FrameHeader#RELEASE}, the credits it holds beyond what the recall lets it keep, when it has nothing
  * queued to send. A listener's shared pool recalls grown windows of idle connections only from peers that state it.
+ *
+ * <p>Its one job is this encoding. Threads: static methods without state and an immutable {@link Params}, so any
+ * thread; the connecting thread encodes a connect and decodes the accept or reject, the listener's rdma_cm event
+ * thread decodes a connect and encodes the answer.
  */
 public final class Handshake {
 
