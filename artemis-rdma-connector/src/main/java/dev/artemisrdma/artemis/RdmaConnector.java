@@ -153,7 +153,8 @@ final class RdmaConnector extends AbstractConnector {
     }
 
     private synchronized void scheduleBatchFlusher() {
-        if (batchDelay > 0 && batchFlusher == null) {
+        // lease null: close() ran while this connection was being made; a flusher now would never be cancelled
+        if (batchDelay > 0 && batchFlusher == null && lease != null) {
             batchFlusher = scheduler.scheduleWithFixedDelay(() -> {
                 RdmaConnection connection = lastConnection;
                 if (connection != null) {

@@ -24,7 +24,8 @@ public final class RdmaDevice implements AutoCloseable {
     private final int transportType;
     /** Found by {@link InlineProbe} on first ask; {@link #INLINE_NOT_PROBED} until then. */
     private int maxInlineData = INLINE_NOT_PROBED;
-    private boolean closed;
+    /** Written under RdmaDevices' lock; read without it by port checks on other threads (VerbsFabric). */
+    private volatile boolean closed;
 
     private static final int INLINE_NOT_PROBED = Integer.MIN_VALUE;
 
