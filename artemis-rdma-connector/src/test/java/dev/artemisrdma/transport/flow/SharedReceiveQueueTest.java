@@ -264,7 +264,9 @@ class SharedReceiveQueueTest {
             Peers.Recorder ra = awaitSide(sides, a);
             Peers.await("A's stream", 30_000, () -> ra.count() == 2000);
             SharedReceivePool pool = poolOf(server);
-            assertEquals(serverConfig.receiveSlots() + 1, pool.committed(), "A's window grew to its maximum: " + pool);
+            // its peak: the recall that A's last grant may start (less than a growth step left spare) can shrink it
+            // before this line on a loaded host (seen: 4 committed here)
+            assertEquals(serverConfig.receiveSlots() + 1, pool.peakCommitted, "A's window grew to its maximum: " + pool);
             RdmaChannel b = client.connect(s.localAddress(), new Peers.Recorder());
             // B takes the minimum beside A's grown window, unless the recall that A's last grant started (it left
             // less than a growth step spare) already shrank A
