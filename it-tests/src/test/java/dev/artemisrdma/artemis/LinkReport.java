@@ -124,6 +124,7 @@ public final class LinkReport {
                 report.put("replicationFramesOut", stats.framesSent());
                 report.put("replicationBytesOut", stats.bytesSent());
                 linkTls = tls(c.channel());
+                report.put("replicationChannel", c.channel().id()); // a new one after a reconnect
             }
         }
         report.put("replication", link);

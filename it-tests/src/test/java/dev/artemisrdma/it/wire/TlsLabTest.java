@@ -26,8 +26,10 @@ import org.junit.jupiter.api.Timeout;
  * needs a client certificate, one whose certificate names another host), JMS clients on host B configured with the
  * same keys as Artemis's Netty transport. A trusted client is served with every message exactly once across the
  * wire; a client without a certificate, one that does not trust the broker, one that finds the broker's certificate
- * naming another host, and a plain client at the TLS port are each refused, saying why; a capture of host A's NIC
- * finds a 1 KiB pattern in the plain connection's packets and not in the TLS connection's.
+ * naming another host, and a plain client at the TLS port are each refused, saying why; verifyHost and sniHost
+ * decide as on Artemis's Netty transport (Netty TLS acceptors with the same keys beside the RDMA ones, the same client
+ * cases against both); a capture of host A's NIC finds a 1 KiB pattern in the plain connection's packets and not in
+ * the TLS connection's.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 class TlsLabTest {
@@ -35,6 +37,14 @@ class TlsLabTest {
     private static final int PLAIN = 61641;
     private static final int TLS = 61642;
     private static final int WRONG_NAME = 61643;
+    /** An RDMA TLS acceptor with sniHost: it takes only clients that ask for {@link #SNI_NAME}. */
+    private static final int SNI = 61644;
+    /** Netty TLS acceptors with the same keys as TLS, WRONG_NAME and SNI, for the side-by-side comparison. */
+    private static final int NETTY_TLS = 61652;
+    private static final int NETTY_WRONG_NAME = 61653;
+    private static final int NETTY_SNI = 61654;
+    /** The name the SNI acceptors require; the broker's certificate does not hold it (an acceptor does not check). */
+    private static final String SNI_NAME = "broker.artemis-rdma.test";
 
     private static LabBroker broker;
 
@@ -57,9 +67,17 @@ class TlsLabTest {
     @BeforeAll
     static void startBroker() throws Exception {
         LabHost.requireTwoHosts();
+        Map<String, String> sni = new LinkedHashMap<>(tlsAcceptor(SNI, "broker", false));
+        sni.put("sniHost", SNI_NAME);
+        Map<String, String> nettySni = new LinkedHashMap<>(tlsAcceptor(NETTY_SNI, "broker", false));
+        nettySni.put("sniHost", SNI_NAME);
         broker = LabBroker.start(LabHost.a().wireAddress(), PLAIN, Files.createTempDirectory("tls-broker"), true, 0,
                 Map.of(), Map.of("rdma-tls", tlsAcceptor(TLS, "broker", true),
-                        "rdma-tls-wrong-name", tlsAcceptor(WRONG_NAME, "broker-wrongname", false)));
+                        "rdma-tls-wrong-name", tlsAcceptor(WRONG_NAME, "broker-wrongname", false),
+                        "rdma-tls-sni", sni),
+                Map.of("tcp-tls", tlsAcceptor(NETTY_TLS, "broker", true),
+                        "tcp-tls-wrong-name", tlsAcceptor(NETTY_WRONG_NAME, "broker-wrongname", false),
+                        "tcp-tls-sni", nettySni));
     }
 
     @AfterAll
@@ -106,6 +124,68 @@ class TlsLabTest {
                 .get(0));
         // and the plain acceptor beside the TLS ones still serves plain clients
         assertEquals("SERVED", probe("tls.plain", "rdma://" + LabHost.a().wireAddress() + ":" + PLAIN).get(0));
+    }
+
+    /**
+     * verifyHost and sniHost over RDMA as over Artemis's Netty transport, each case run by one client JVM on host B
+     * against an RDMA TLS acceptor and a Netty TLS acceptor on A with the same keys: the same verdict, the same JDK
+     * reason in the client's log and the same exception. What the JDK does with them (Artemis hands both to its
+     * SSLEngine): with verifyHost the certificate must name the sniHost or, failing that, the address the client
+     * dialled; an acceptor without sniHost ignores the name a client asks for; one with sniHost refuses a client that
+     * asks for another name (unrecognized_name) and takes one that asks for none (a client that dials an IP address
+     * and has no sniHost sends none).
+     */
+    @Test
+    void aWrongVerifyHostOrSniHostFailsAsItDoesOnNetty() throws Exception {
+        String address = LabHost.a().wireAddress();
+        record NameCase(String label, int rdmaPort, int nettyPort, String more, String refusedFor) {
+        }
+        List<NameCase> cases = List.of(
+                new NameCase("wrong-sniHost-named-address", TLS, NETTY_TLS, "&sniHost=other.invalid", null),
+                new NameCase("unnamed-address", WRONG_NAME, NETTY_WRONG_NAME, "",
+                        "No subject alternative names matching IP address " + address + " found"),
+                new NameCase("unnamed-address-verifyHost-false", WRONG_NAME, NETTY_WRONG_NAME, "&verifyHost=false",
+                        null),
+                new NameCase("unnamed-address-sniHost-named", WRONG_NAME, NETTY_WRONG_NAME,
+                        "&sniHost=wrongname.invalid", null),
+                new NameCase("sni-acceptor-wrong-sniHost", SNI, NETTY_SNI, "&sniHost=other.invalid",
+                        "unrecognized_name"),
+                new NameCase("sni-acceptor-its-sniHost", SNI, NETTY_SNI, "&sniHost=" + SNI_NAME, null),
+                new NameCase("sni-acceptor-no-sniHost", SNI, NETTY_SNI, "", null));
+        // a warm-up first, not compared: a cold JVM's first handshake runs the JDK's elliptic-curve code interpreted
+        // under emulation, and Netty's client gives a handshake 10 s
+        List<String> args = new java.util.ArrayList<>(List.of("tls.names",
+                "warm-up:rdma", tlsUrl(TLS, "client", "trust", ""), "warm-up:netty",
+                tlsUrl(TLS, "client", "trust", "").replace("rdma://", "tcp://").replace(":" + TLS + "?",
+                        ":" + NETTY_TLS + "?")));
+        for (NameCase c : cases) {
+            String rdma = tlsUrl(c.rdmaPort(), "client", "trust", c.more());
+            args.addAll(List.of("rdma:" + c.label(), rdma, "netty:" + c.label(),
+                    rdma.replace("rdma://", "tcp://").replace(":" + c.rdmaPort() + "?", ":" + c.nettyPort() + "?")));
+        }
+        Map<String, TlsCasesMain.Outcome> outcomes;
+        try (JavaProcess p = JavaProcess.driven("tls.names", TlsCasesMain.class).on(LabHost.b()).jvm("-Xmx256m")
+                .keepOutput().start(args.toArray(String[]::new))) {
+            String done = p.awaitLine(l -> l.equals(TlsCasesMain.DONE), 300_000);
+            outcomes = TlsCasesMain.parse(p.keptSince(0));
+            assertTrue(done != null, "the client did not finish its cases: " + String.join("\n", p.keptSince(0)));
+        }
+        System.out.println("warm-up: RDMA " + outcomes.get("warm-up:rdma") + "; Netty "
+                + outcomes.get("warm-up:netty"));
+        for (NameCase c : cases) {
+            TlsCasesMain.Outcome rdma = outcomes.get("rdma:" + c.label());
+            TlsCasesMain.Outcome netty = outcomes.get("netty:" + c.label());
+            String what = c.label() + ": RDMA " + rdma + "; Netty " + netty;
+            assertTrue(rdma != null && netty != null, what);
+            System.out.println(c.label() + ": RDMA " + rdma.verdict() + ", Netty " + netty.verdict()
+                    + (c.refusedFor() == null ? "" : ", both saying " + c.refusedFor()));
+            assertEquals(netty.verdict(), rdma.verdict(), "the same outcome as Netty's: " + what);
+            assertEquals(c.refusedFor() == null, rdma.served(), what);
+            if (c.refusedFor() != null) {
+                assertTrue(rdma.output().contains(c.refusedFor()), "RDMA's client does not say why: " + what);
+                assertTrue(netty.output().contains(c.refusedFor()), "Netty's client does not say why: " + what);
+            }
+        }
     }
 
     @Test

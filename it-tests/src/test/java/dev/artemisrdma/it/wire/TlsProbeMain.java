@@ -30,11 +30,23 @@ public final class TlsProbeMain {
     }
 
     public static void main(String[] args) {
-        try (ActiveMQConnectionFactory cf = RdmaConnectionFactories.create(args[0]);
+        System.out.println(roundTrip(args[0], args[1]));
+        System.out.flush();
+        System.exit(0);
+    }
+
+    /**
+     * One round trip through {@code url} ({@code rdma://}, or Artemis's own {@code tcp://} for the Netty side of a
+     * comparison) on {@code queue}: {@code SERVED}, {@code BROKEN ...} or {@code REFUSED} and the exception's chain of
+     * messages.
+     */
+    static String roundTrip(String url, String queueName) {
+        try (ActiveMQConnectionFactory cf = url.startsWith("tcp://") ? new ActiveMQConnectionFactory(url)
+                : RdmaConnectionFactories.create(url);
              Connection connection = cf.createConnection()) {
             connection.start();
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
-            var queue = session.createQueue(args[1]);
+            var queue = session.createQueue(queueName);
             MessageConsumer consumer = session.createConsumer(queue);
             BytesMessage m = session.createBytesMessage();
             m.writeBytes(pattern());
@@ -44,15 +56,13 @@ public final class TlsProbeMain {
             if (back != null) {
                 back.readBytes(body);
             }
-            System.out.println(Arrays.equals(body, pattern()) ? "SERVED" : "BROKEN body of " + body.length + " bytes");
+            return Arrays.equals(body, pattern()) ? "SERVED" : "BROKEN body of " + body.length + " bytes";
         } catch (Exception e) {
             StringBuilder chain = new StringBuilder();
             for (Throwable t = e; t != null; t = t.getCause()) {
                 chain.append(" | ").append(t);
             }
-            System.out.println("REFUSED" + chain);
+            return "REFUSED" + chain;
         }
-        System.out.flush();
-        System.exit(0);
     }
 }
