@@ -38,7 +38,7 @@ class ClassCommentOwnerTest {
 
     @Test
     void everyLargeClassSaysWhoOwnsIt() throws IOException {
-        Path sources = moduleRoot().resolve("src/main/java/dev/artemisrdma");
+        Path sources = ConnectorSources.moduleRoot().resolve("src/main/java/dev/artemisrdma");
         List<String> silent = new ArrayList<>();
         int large = 0;
         try (Stream<Path> files = Files.walk(sources)) {
@@ -91,17 +91,5 @@ class ClassCommentOwnerTest {
         }
         boolean adjacent = source.substring(end, typeStart).replaceAll("@\\w+(\\([^)]*\\))?", "").isBlank();
         return comment != null && adjacent ? comment : null;
-    }
-
-    private static Path moduleRoot() {
-        for (Path p = Path.of("").toAbsolutePath(); p != null; p = p.getParent()) {
-            if (Files.isDirectory(p.resolve("src/main/java/dev/artemisrdma/transport"))) {
-                return p;
-            }
-            if (Files.isDirectory(p.resolve("artemis-rdma-connector/src/main/java"))) {
-                return p.resolve("artemis-rdma-connector");
-            }
-        }
-        throw new IllegalStateException("no connector module above " + Path.of("").toAbsolutePath());
     }
 }

@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport;
 
+import dev.artemisrdma.ConnectorSources;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -44,7 +46,7 @@ class PackageLayersTest {
 
     @Test
     void everyPackageUsesOnlyThePackagesBelowIt() throws IOException {
-        Path sources = moduleRoot().resolve("src/main/java/" + BASE.replace('.', '/'));
+        Path sources = ConnectorSources.moduleRoot().resolve("src/main/java/" + BASE.replace('.', '/'));
         List<String> upward = new ArrayList<>();
         Set<String> seen = new TreeSet<>();
         try (Stream<Path> files = Files.walk(sources)) {
@@ -80,17 +82,5 @@ class PackageLayersTest {
     private static String withoutCommentsAndStrings(String s) {
         return s.replaceAll("(?s)/\\*.*?\\*/", "").replaceAll("//[^\\n]*", "")
                 .replaceAll("\"(\\\\.|[^\"\\\\])*\"", "\"\"");
-    }
-
-    private static Path moduleRoot() {
-        for (Path p = Path.of("").toAbsolutePath(); p != null; p = p.getParent()) {
-            if (Files.isDirectory(p.resolve("src/main/java/dev/artemisrdma/transport"))) {
-                return p;
-            }
-            if (Files.isDirectory(p.resolve("artemis-rdma-connector/src/main/java"))) {
-                return p.resolve("artemis-rdma-connector");
-            }
-        }
-        throw new IllegalStateException("no connector module above " + Path.of("").toAbsolutePath());
     }
 }
