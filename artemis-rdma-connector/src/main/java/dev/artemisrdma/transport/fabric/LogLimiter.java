@@ -68,11 +68,8 @@ public final class LogLimiter {
         boolean admitted;
         synchronized (this) {
             if (now - intervalStart >= intervalNanos) {
-                summary = held;
                 span = now - intervalStart;
-                intervalStart = now;
-                passed = 0;
-                held = 0;
+                summary = beginInterval(now);
             }
             admitted = passed < lines;
             if (admitted) {
@@ -95,11 +92,8 @@ public final class LogLimiter {
             if (held == 0 || now - intervalStart < intervalNanos) {
                 return;
             }
-            summary = held;
             span = now - intervalStart;
-            intervalStart = now;
-            passed = 0;
-            held = 0;
+            summary = beginInterval(now);
         }
         summarise(summary, span);
     }
@@ -121,14 +115,20 @@ public final class LogLimiter {
             long span;
             synchronized (site) {
                 long now = site.clock.getAsLong();
-                summary = site.held;
                 span = now - site.intervalStart;
-                site.intervalStart = now;
-                site.passed = 0;
-                site.held = 0;
+                summary = site.beginInterval(now);
             }
             site.summarise(summary, span);
         }
+    }
+
+    /** Under this site's lock: a new interval starts at {@code now}; returns the lines the last one held back. */
+    private long beginInterval(long now) {
+        long summary = held;
+        intervalStart = now;
+        passed = 0;
+        held = 0;
+        return summary;
     }
 
     /** Lines held back since the site was made (tests and monitoring). */
