@@ -4,8 +4,10 @@ package dev.artemisrdma.transport;
  * The connections a transport accepted whose handshake has not finished yet, capped in total
  * ({@code maxPendingConnections}) and per source ({@code maxPendingConnectionsPerSource}, a {@link SourceKey}: an IPv6
  * host's prefix, not each of its addresses) (issue 23 item 4).
- * Each holds a queue pair, its receive memory and a loop slot until it is established or its
- * {@code handshakeTimeout} passes; without a cap, one host opening connections it never finishes would hold them by
+ * Each holds a queue pair, its receive memory and a loop slot until it is established, or, when its handshake fails
+ * or its {@code handshakeTimeout} passes, until its queue pair and rdma_cm id are destroyed (which rxe may take
+ * seconds over, and a peer that drops CM messages a minute): the place is held as long as the kernel holds the queue
+ * pair. Without a cap, one host opening connections it never finishes would hold them by
  * the thousand and take from everyone else. With the caps, such a host holds at most its share, for at most the
  * handshake timeout, and a request beyond them is refused at once, with the key in the reason, before it costs
  * anything: other sources are still admitted. Thread safe (the connection-manager thread admits; the handshake's

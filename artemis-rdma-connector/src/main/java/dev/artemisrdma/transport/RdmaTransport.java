@@ -105,8 +105,12 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
     private final DestroyBacklog destroys;
     private final Map<RdmaChannel, SourcePlace> sourcePlaces = new ConcurrentHashMap<>();
 
-    /** An accepted channel's place among its source's connections, given back when the channel is gone. */
-    private record SourcePlace(SourceKey source, Runnable release) {
+    /**
+     * An accepted channel's places: among its source's connections ({@code release}, given back when the channel is
+     * gone) and among its unfinished handshakes ({@code handshake}, idempotent: given back when the handshake
+     * succeeds, or else once the channel's rdma_cm id is destroyed).
+     */
+    private record SourcePlace(SourceKey source, Runnable release, Runnable handshake) {
     }
     private final ScheduledExecutorService timer;
     private final DeviceListener deviceListener = this::deviceLost;
@@ -496,7 +500,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             // the application's side of the connection (for Artemis, its Connection) is made only once the peer
             // finished connecting: an unfinished handshake costs it nothing
             ch.createHandlerOnEstablished(acceptor::onAccepted);
-            sourcePlaces.put(ch, new SourcePlace(source, slot)); // given back when the channel is gone
+            sourcePlaces.put(ch, new SourcePlace(source, slot, place)); // given back when the channel is gone
             slotHandedOver = true;
             channels.add(ch);
             HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
@@ -508,7 +512,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 request.accept(accounted(ch.setup()), Handshake.encodeAccept(ch.localParams()),
                         config.rnrRetryCount(), deadline);
             } catch (FabricException | RuntimeException e) {
-                deadline.cancel();
+                deadline.failed();
                 ch.queuePairSetupEnded();
                 boolean retry = RecallPending.isCause(e);
                 if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
@@ -723,8 +727,16 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             slot.release().run();
             if (channel instanceof RdmaChannelImpl impl) {
                 // its rdma_cm id may outlive it by a minute (an unanswered DREQ): counted against its source until
-                // destroyed, so that one host cannot pile them up (DestroyBacklog)
-                impl.whenGone(destroys.waiting(slot.source()));
+                // destroyed, so that one host cannot pile them up (DestroyBacklog); a handshake that never finished
+                // keeps its place in the backlog until then too (its queue pair is the kernel's until destroyed)
+                Runnable waiting = destroys.waiting(slot.source());
+                Runnable handshake = slot.handshake();
+                impl.whenGone(() -> {
+                    handshake.run();
+                    waiting.run();
+                });
+            } else {
+                slot.handshake().run();
             }
         }
     }

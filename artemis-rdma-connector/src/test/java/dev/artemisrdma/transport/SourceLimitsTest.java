@@ -156,4 +156,50 @@ class SourceLimitsTest {
         }
         fabric.assertNoViolations();
     }
+
+    @Test
+    void anExpiredHandshakeKeepsItsPlaceUntilItsQueuePairIsDestroyed() throws Exception {
+        // the CI lab saw a flooding source hold 66 queue pairs against a cap of 64: an expired handshake gave its
+        // place back when the deadline fired, while rxe still took seconds to destroy its queue pair
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(Duration.ofMillis(500)).maxPendingConnections(8)
+                .maxPendingConnectionsPerSource(2).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(3)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            fabric.holdIdDestroys(true); // the kernel has not let go of the expired handshakes' ids yet
+            fabric.connectFrom(address("10.77.0.2"));
+            for (int i = 1; i <= 2; i++) {
+                stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
+                int pending = i;
+                Peers.await("request " + i + " accepted", 5000, () -> serverTransport.channelCount() >= pending);
+            }
+            Peers.await("both handshakes expired", 5000, () -> serverTransport.channelCount() == 0);
+            assertTrue(fabric.idsHeld() >= 2, "the expired handshakes' ids are held: " + fabric.idsHeld());
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("too many unfinished connections from 10.77.0.2 (2, "
+                    + "maxPendingConnectionsPerSource)"), refused.getMessage());
+
+            fabric.connectFrom(address("10.77.0.3")); // another source is served meanwhile
+            fabric.stallHandshakes(false);
+            RdmaChannel other = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
+            assertTrue(other.isOpen());
+            other.close();
+
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            fabric.releaseIdDestroys(); // the ids are destroyed: the source's places come back
+            fabric.holdIdDestroys(false);
+            fabric.connectFrom(address("10.77.0.2"));
+            clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
 }

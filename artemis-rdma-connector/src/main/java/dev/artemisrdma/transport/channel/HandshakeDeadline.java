@@ -18,7 +18,10 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
  * entries exist before the peer completes the handshake (rdma_cm's RTU); a peer that never completes it would hold
  * them for as long as rdma_cm keeps retrying, or for ever. Past {@code handshakeTimeout} the channel is torn down.
  * Whichever comes first, the established event (or the peer's first frame, which opens the channel before it) or
- * the deadline, wins; the other does nothing.
+ * the deadline, wins; the other does nothing. The handshake backlog's place is given back here when the handshake
+ * succeeds; when it fails or expires, the transport gives it back once the channel's queue pair and rdma_cm id are
+ * destroyed, so that a source never holds more unfinished queue pairs in the kernel than its cap, not even while rxe
+ * spends seconds in a destroy or a peer that drops CM messages holds its id for a minute.
  */
 public final class HandshakeDeadline implements QueuePairEvents {
 
@@ -31,35 +34,40 @@ public final class HandshakeDeadline implements QueuePairEvents {
     private final AtomicBoolean pending = new AtomicBoolean(true);
     private final Duration timeout;
     private final ScheduledFuture<?> expiry;
-    /** Run once when the handshake ends, however it ends (the backlog's place is given back). */
-    private final Runnable onEnd;
+    /** Gives the backlog's place back when the handshake succeeded (idempotent). */
+    private final Runnable onEstablished;
 
     public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
-                             ScheduledExecutorService timer, Runnable onEnd) {
+                             ScheduledExecutorService timer, Runnable onEstablished) {
         this.channel = channel;
         this.events = events;
         this.timeout = timeout;
-        this.onEnd = onEnd;
+        this.onEstablished = onEstablished;
         this.expiry = timer.schedule(this::expire, timeout.toNanos(), TimeUnit.NANOSECONDS);
     }
 
     @Override
     public void established(QueuePair queuePair) {
-        cancel();
+        if (pending.compareAndSet(true, false)) {
+            expiry.cancel(false);
+            onEstablished.run();
+        }
         events.established(queuePair);
     }
 
     @Override
     public void disconnected(QueuePair queuePair, String reason) {
-        cancel();
+        failed();
         events.disconnected(queuePair, reason);
     }
 
-    /** The handshake ended some other way (accept failed, established, disconnected). */
-    public void cancel() {
+    /**
+     * The handshake failed some other way (the accept failed, or the peer went before it finished): the deadline
+     * stops; the backlog's place is not given back here but by the channel's close, once its queue pair is gone.
+     */
+    public void failed() {
         if (pending.compareAndSet(true, false)) {
             expiry.cancel(false);
-            onEnd.run();
         }
     }
 
@@ -67,14 +75,17 @@ public final class HandshakeDeadline implements QueuePairEvents {
         if (!pending.compareAndSet(true, false)) {
             return;
         }
+        boolean tornDown;
         try {
-            channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
+            tornDown = channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
         } catch (RuntimeException | Error e) {
             if (RELEASE_FAILED.admit()) { // a peer that never completes its handshake gets here at will
                 LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
             }
-        } finally {
-            onEnd.run();
+            tornDown = false; // what is left of it is unknown: never keep a place that nothing may give back
+        }
+        if (!tornDown) {
+            onEstablished.run(); // the peer has spoken: the channel is open, as if rdma_cm had said so
         }
     }
 }
