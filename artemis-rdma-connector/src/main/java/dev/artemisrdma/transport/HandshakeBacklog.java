@@ -10,7 +10,8 @@ package dev.artemisrdma.transport;
  * pair. Without a cap, one host opening connections it never finishes would hold them by
  * the thousand and take from everyone else. With the caps, such a host holds at most its share, for at most the
  * handshake timeout, and a request beyond them is refused at once, with the key in the reason, before it costs
- * anything: other sources are still admitted. Thread safe (the connection-manager thread admits; the handshake's
+ * anything: other sources are still admitted, even once the total is reached (a source holding none is admitted
+ * beyond it, one place per source). Thread safe (the connection-manager thread admits; the handshake's
  * end, on any thread, gives the place back).
  */
 final class HandshakeBacklog {
@@ -26,7 +27,10 @@ final class HandshakeBacklog {
 
     /** A place for a handshake from {@code source} (run it to give it back), or null ({@link #refusal} says why). */
     Runnable tryAdmit(SourceKey source) {
-        return pending.tryAdd(source, (held, total) -> total < max && held < maxPerSource);
+        // a full backlog still admits a source that holds none of it: a host with many addresses (IPv4 aliases, each
+        // its own source under ipv4SourcePrefix 32) cannot shut out the others, and the total exceeds the cap by at
+        // most one per source, each of which holds one place only until its handshake ends
+        return pending.tryAdd(source, (held, total) -> held < maxPerSource && (total < max || held == 0));
     }
 
     /** Why {@code source} was refused a place: the cap it reached, with its key. */
@@ -35,6 +39,7 @@ final class HandshakeBacklog {
             return "too many unfinished connections from " + source + " ("
                     + maxPerSource + ", maxPendingConnectionsPerSource): finish or close them first";
         }
-        return "too many unfinished connections (" + max + ", maxPendingConnections): retry later";
+        return "too many unfinished connections (" + max + ", maxPendingConnections) and " + pending.held(source)
+                + " from " + source + ": retry once it is done";
     }
 }

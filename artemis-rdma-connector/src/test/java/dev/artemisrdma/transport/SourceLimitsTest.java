@@ -202,4 +202,50 @@ class SourceLimitsTest {
         }
         fabric.assertNoViolations();
     }
+
+    @Test
+    void aFullBacklogStillAdmitsASourceThatHoldsNone() throws Exception {
+        // issue 37 hole 3 with IPv4: each address is a source (ipv4SourcePrefix 32), so a host with a few aliases
+        // filled maxPendingConnections and every other host was refused until the handshakes expired
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(4)
+                .maxPendingConnectionsPerSource(2).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            int pending = 0;
+            for (String alias : List.of("10.77.0.2", "10.77.0.3")) { // one host's two aliases fill the backlog
+                fabric.connectFrom(address(alias));
+                for (int i = 0; i < 2; i++) {
+                    stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
+                    int expected = ++pending;
+                    Peers.await("request " + expected + " accepted", 5000,
+                            () -> serverTransport.channelCount() == expected);
+                }
+            }
+            fabric.connectFrom(address("10.77.0.9")); // another host, holding nothing, still gets in
+            stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
+            Peers.await("the other host's request accepted beside a full backlog", 5000,
+                    () -> serverTransport.channelCount() == 5);
+            FabricException second = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(second.getMessage().contains("too many unfinished connections (4, maxPendingConnections) and "
+                    + "1 from 10.77.0.9"), second.getMessage());
+            fabric.connectFrom(address("10.77.0.2"));
+            FabricException alias = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(alias.getMessage().contains("too many unfinished connections from 10.77.0.2 (2, "
+                    + "maxPendingConnectionsPerSource)"), alias.getMessage());
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
 }

@@ -189,10 +189,13 @@ class TransportLimitsTest {
             fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 3})); // another host still gets in
             stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
             Peers.await("the other host's request accepted", 5000, () -> serverTransport.channelCount() == 3);
-            fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 4}));
+            // the total is reached: a source that holds a place already gets no second one (a source holding none
+            // still gets one, SourceLimitsTest.aFullBacklogStillAdmitsASourceThatHoldsNone)
             FabricException total = assertThrows(FabricException.class,
                     () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
-            assertTrue(total.getMessage().contains("maxPendingConnections"), total.getMessage());
+            assertTrue(total.getMessage().contains("(3, maxPendingConnections) and 1 from 10.77.0.3"),
+                    total.getMessage());
+            assertEquals(3, serverTransport.channelCount(), "the refused request cost nothing");
 
             // the unfinished ones end at their deadline and give their places back
             for (Thread t : stalled) {
