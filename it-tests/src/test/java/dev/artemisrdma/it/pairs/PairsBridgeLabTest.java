@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.RdmaResources;
+import dev.artemisrdma.it.hosts.LabHost;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
 import jakarta.jms.Message;
@@ -33,27 +34,39 @@ import org.junit.jupiter.api.Timeout;
  * processes: B is SIGKILLed in the middle of the stream and started again; the bridge reconnects by itself and every
  * durable message reaches B exactly once (duplicate detection drops what A sends again). B's only acceptor is RDMA
  * and every connection it accepted, the bridge's among them, is RDMA. Count: {@code -Dpairs.bridge.messages} (CI
- * 2,000; it-tests/bench/pairs-bench runs the issue's 5,000).
+ * 2,000; it-tests/bench/pairs-bench runs the issue's 5,000). {@link CrossWireBridgeLabTest} runs the same scenario with
+ * site B on host B of the two-host lab (outside CI: it-tests/bench/wire-pairs).
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 class PairsBridgeLabTest {
 
-    private static final int MESSAGES = Integer.getInteger("pairs.bridge.messages", 2_000);
+    /** The messages sent to site A, each bridged to site B and consumed there once. */
+    static final int MESSAGES = Integer.getInteger("pairs.bridge.messages", 2_000);
 
     @Test
     void bridgeReconnectsOverRdmaAfterItsTargetWasKilled() throws Exception {
         RdmaResources baseline = PairsLab.baseline();
+        run(Lab.addr0(), Lab.addr1(), null);
+        PairsLab.assertResourcesBack(baseline);
+    }
+
+    /**
+     * The scenario with site A on {@code sourceAddr} of this host and site B on {@code targetAddr} of
+     * {@code targetHost} (null: this host), so that the bridge can cross the two-host lab's wire
+     * ({@link CrossWireBridgeLabTest}); this JVM's clients reach both sites.
+     */
+    static void run(String sourceAddr, String targetAddr, LabHost targetHost) throws Exception {
         int portA = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-bridge");
         try (PairBroker b = PairBroker.start("site-b", "bridge-target.xml", data.resolve("b"), false, props(
-                "rdma.host", Lab.addr1(), "rdma.port", "" + portB));
+                "rdma.host", targetAddr, "rdma.port", "" + portB), null, targetHost);
              PairBroker a = PairBroker.start("site-a", "bridge-source.xml", data.resolve("a"), false, props(
-                "rdma.host", Lab.addr0(), "rdma.port", "" + portA,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB))) {
+                "rdma.host", sourceAddr, "rdma.port", "" + portA,
+                "rdma.peer.host", targetAddr, "rdma.peer.port", "" + portB))) {
             b.await("the bridge connected", r -> Integer.parseInt(r.get("peerSessionsRdma")) >= 1, 120);
             long start = System.nanoTime();
-            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + portA);
+            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + sourceAddr + ":" + portA);
                  Connection toA = onA.createConnection()) {
                 Session session = toA.createSession(true, Session.SESSION_TRANSACTED);
                 Queue queue = session.createQueue("bridge.orders");
@@ -78,7 +91,7 @@ class PairsBridgeLabTest {
             }
             Set<Integer> received = new TreeSet<>();
             List<Integer> duplicates = new ArrayList<>();
-            try (ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + Lab.addr1() + ":" + portB);
+            try (ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + targetAddr + ":" + portB);
                  Connection toB = onB.createConnection()) {
                 toB.start();
                 Session session = toB.createSession(false, Session.AUTO_ACKNOWLEDGE);
@@ -111,6 +124,5 @@ class PairsBridgeLabTest {
             assertEquals("0", sourceReport.get("inboundOther"));
             PairsLab.assertNoNettyAttempt(a, b);
         }
-        PairsLab.assertResourcesBack(baseline);
     }
 }

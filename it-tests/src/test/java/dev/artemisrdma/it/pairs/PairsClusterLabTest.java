@@ -16,6 +16,7 @@ import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.RdmaResources;
 import dev.artemisrdma.it.Sequences;
+import dev.artemisrdma.it.hosts.LabHost;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
 import jakarta.jms.MessageConsumer;
@@ -34,33 +35,46 @@ import org.junit.jupiter.api.Timeout;
  * produced on A to the consumer on B, in order, once; when the consumer moves to A, the rest is redistributed back.
  * Neither broker ever tried a link over Netty TCP, not even the cluster controller's first attempt, which starts
  * before broker plugins run. Afterwards the kernel's RDMA resource counts are back to the baseline. Message count: {@code -Dpairs.cluster.messages}
- * (CI default 2,000; it-tests/bench/pairs-bench runs the issue's 10,000).
+ * (CI default 2,000; it-tests/bench/pairs-bench runs the issue's 10,000). {@link CrossWireClusterLabTest} runs the
+ * same scenario with node B on host B of the two-host lab (outside CI: it-tests/bench/wire-pairs).
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 class PairsClusterLabTest {
 
-    private static final int MESSAGES = Integer.getInteger("pairs.cluster.messages", 2_000);
+    /** The messages produced on node A: half consumed on node B, the rest redistributed back to A. */
+    static final int MESSAGES = Integer.getInteger("pairs.cluster.messages", 2_000);
 
     @Test
     void clusterConnectionRunsOverRdmaAndRedistributes() throws Exception {
         RdmaResources baseline = PairsLab.baseline();
+        run(Lab.addr0(), Lab.addr1(), null);
+        PairsLab.assertResourcesBack(baseline);
+    }
+
+    /**
+     * The scenario with node A on {@code addrA} of this host and node B on {@code addrB} of {@code hostB} (null: this
+     * host), so that the cluster connection can cross the two-host lab's wire ({@link CrossWireClusterLabTest}); this
+     * JVM's clients reach both nodes.
+     */
+    static void run(String addrA, String addrB, LabHost hostB) throws Exception {
         int portA = Lab.freshPort();
         int portB = Lab.freshPort();
         Path data = Files.createTempDirectory("pairs-cluster");
         long started = System.nanoTime();
         try (PairBroker a = PairBroker.start("node-a", "cluster.xml", data.resolve("a"), false, props(
-                "broker.name", "node-a", "rdma.host", Lab.addr0(), "rdma.port", "" + portA,
-                "rdma.peer.host", Lab.addr1(), "rdma.peer.port", "" + portB, "properties", "cluster.properties"));
+                "broker.name", "node-a", "rdma.host", addrA, "rdma.port", "" + portA,
+                "rdma.peer.host", addrB, "rdma.peer.port", "" + portB, "properties", "cluster.properties"));
              PairBroker b = PairBroker.start("node-b", "cluster.xml", data.resolve("b"), false, props(
-                "broker.name", "node-b", "rdma.host", Lab.addr1(), "rdma.port", "" + portB,
-                "rdma.peer.host", Lab.addr0(), "rdma.peer.port", "" + portA, "properties", "cluster.properties"))) {
+                "broker.name", "node-b", "rdma.host", addrB, "rdma.port", "" + portB,
+                "rdma.peer.host", addrA, "rdma.peer.port", "" + portA, "properties", "cluster.properties"), null,
+                hostB)) {
             a.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
             b.await("a two-node RDMA topology", r -> r.get("topologyRdma").equals("2"), 120);
             System.out.printf("cluster formed after %d ms%n", elapsedMillis(started));
 
             List<Integer> received = new ArrayList<>();
-            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + Lab.addr0() + ":" + portA);
-                 ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + Lab.addr1() + ":" + portB);
+            try (ActiveMQConnectionFactory onA = RdmaConnectionFactories.create("rdma://" + addrA + ":" + portA);
+                 ActiveMQConnectionFactory onB = RdmaConnectionFactories.create("rdma://" + addrB + ":" + portB);
                  Connection toA = onA.createConnection();
                  Connection toB = onB.createConnection()) {
                 toA.start();
@@ -108,7 +122,6 @@ class PairsClusterLabTest {
             assertLinksOnRdma(b.report(), MESSAGES / 2);
             PairsLab.assertNoNettyAttempt(a, b);
         }
-        PairsLab.assertResourcesBack(baseline);
     }
 
     /** Only RDMA acceptors and connectors, every accepted connection RDMA, the peer's sessions among them. */
