@@ -96,12 +96,14 @@ class FairnessLabTest {
                     attacked.wellBehavedClientIsServed("warm-up on rxe0", other);
                 }
                 attacked.baseline(REASSEMBLY_MEMORY);
+                attacked.compareRegionsAtTheEnd(); // the slab trim's minute once, not after each attack
 
                 creditHogs();
                 creditViolatorAmongStreams();
                 reassemblySquatters();
                 connectionFlood();
                 stuckReader();
+                attacked.regionsBack("memory regions after the five attacks");
 
                 Map<String, Long> end = broker.heap();
                 attacked.figure("end", "heap after GC " + AttackedBroker.mib(end.get("heapAfterGc"))
