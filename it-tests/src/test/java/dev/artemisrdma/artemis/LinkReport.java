@@ -20,10 +20,10 @@ import org.apache.activemq.artemis.spi.core.remoting.Connection;
 
 /**
  * What carried a broker's links, from inside the broker (lab tests; in this package to read our connections' transport
- * counters): its acceptors and connectors by class, the connections it accepted by transport with their frame counts,
- * the sessions opened by peers (cluster bridges, core bridges) by transport, its topology and its replication link
- * (and whether TLS carries them: {@code inboundTls}, {@code replicationTls} with the session's protocol and cipher
- * suite, {@code none} without). One line of {@code key=value} pairs separated by spaces.
+ * counters): its acceptors and connectors by class, the connections it accepted by transport with their frame and
+ * byte counts, the sessions opened by peers (cluster bridges, core bridges) by transport, its topology and its
+ * replication link (and whether TLS carries them: {@code inboundTls}, {@code replicationTls} with the session's
+ * protocol and cipher suite, {@code none} without). One line of {@code key=value} pairs separated by spaces.
  */
 public final class LinkReport {
 
@@ -44,6 +44,7 @@ public final class LinkReport {
         int other = 0;
         long framesIn = 0;
         long framesOut = 0;
+        long bytesIn = 0;
         if (server.getRemotingService() != null) {
             for (RemotingConnection connection : server.getRemotingService().getConnections()) {
                 if (connection.getTransportConnection() instanceof RdmaConnection c && c.channel() != null) {
@@ -52,6 +53,7 @@ public final class LinkReport {
                     TransportStats stats = c.channel().stats();
                     framesIn += stats.framesReceived();
                     framesOut += stats.framesSent();
+                    bytesIn += stats.bytesReceived();
                 } else {
                     other++;
                 }
@@ -62,6 +64,7 @@ public final class LinkReport {
         report.put("inboundOther", other);
         report.put("framesIn", framesIn);
         report.put("framesOut", framesOut);
+        report.put("bytesIn", bytesIn);
         int peerRdma = 0;
         int peerOther = 0;
         for (ServerSession session : server.getSessions()) {
@@ -153,6 +156,17 @@ public final class LinkReport {
             }
         }
         return sessions;
+    }
+
+    /** The transport counters of each RDMA connection the broker holds now (a TLS one's are its wire's). */
+    public static java.util.List<TransportStats> rdmaStats(ActiveMQServer server) {
+        java.util.List<TransportStats> all = new java.util.ArrayList<>();
+        for (RemotingConnection connection : server.getRemotingService().getConnections()) {
+            if (connection.getTransportConnection() instanceof RdmaConnection c && c.channel() != null) {
+                all.add(c.channel().stats());
+            }
+        }
+        return all;
     }
 
     /** The TLS session of a channel ({@code TLSv1.3/TLS_AES_256_GCM_SHA384}), {@code none} for a plain one. */

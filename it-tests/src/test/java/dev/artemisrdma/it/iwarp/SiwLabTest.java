@@ -42,6 +42,7 @@ import dev.artemisrdma.verbs.RdmaDevices;
  * creates its queue pairs there (inline fitted from 256 to what siw allows); frames of every kind, JMS (with large
  * messages and transactions) and a replicated pair pass. siw has no hardware counters: the proof that it carried the
  * traffic is its TCP connections' byte counts ({@code ss -tin}) on the acceptor's port, beside rdma_cm's ids on siw.
+ * JMS over TLS: {@link SiwTlsLabTest}.
  */
 @Timeout(value = 900, unit = TimeUnit.SECONDS)
 class SiwLabTest {
@@ -161,7 +162,7 @@ class SiwLabTest {
     }
 
     /** {@code RESULT key=value ...} of {@link WireJmsMain}. */
-    private static final class Results {
+    static final class Results {
         static Map<String, Long> parse(String line) {
             Map<String, Long> values = new java.util.LinkedHashMap<>();
             for (String kv : line.substring("RESULT ".length()).trim().split(" ")) {
