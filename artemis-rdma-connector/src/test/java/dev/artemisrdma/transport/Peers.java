@@ -76,6 +76,17 @@ public final class Peers {
         return t;
     }
 
+    /**
+     * A connect whose handshake the fabric stalls ({@link #stalledConnect}), once {@code server} holds
+     * {@code channels} channels with it: the request was accepted and waits, unfinished, in its backlog.
+     */
+    public static Thread stalledAndAccepted(RdmaTransport client, RdmaServer listening, RdmaTransport server,
+                                            int channels) throws InterruptedException {
+        Thread t = stalledConnect(client, listening.localAddress());
+        await("request " + channels + " accepted", 5000, () -> server.channelCount() == channels);
+        return t;
+    }
+
     /** Closes every channel of {@code channels}. */
     public static void closeAll(java.util.Collection<RdmaChannel> channels) {
         channels.forEach(RdmaChannel::close);

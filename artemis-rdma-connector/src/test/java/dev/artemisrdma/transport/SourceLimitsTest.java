@@ -138,9 +138,7 @@ class SourceLimitsTest {
             fabric.stallHandshakes(true);
             for (int i = 1; i <= 2; i++) {
                 fabric.connectFrom(address("fd00:9::" + i));
-                stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-                int pending = i;
-                Peers.await("request " + i + " accepted", 5000, () -> serverTransport.channelCount() == pending);
+                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, i));
             }
             fabric.connectFrom(address("fd00:9::3"));
             FabricException refused = assertThrows(FabricException.class,
@@ -174,7 +172,7 @@ class SourceLimitsTest {
             fabric.connectFrom(address("10.77.0.2"));
             for (int i = 1; i <= 2; i++) {
                 stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-                int pending = i;
+                int pending = i; // at least: the first may expire (500 ms) before the second is counted
                 Peers.await("request " + i + " accepted", 5000, () -> serverTransport.channelCount() >= pending);
             }
             Peers.await("both handshakes expired", 5000, () -> serverTransport.channelCount() == 0);
@@ -220,16 +218,11 @@ class SourceLimitsTest {
             for (String alias : List.of("10.77.0.2", "10.77.0.3")) { // one host's two aliases fill the backlog
                 fabric.connectFrom(address(alias));
                 for (int i = 0; i < 2; i++) {
-                    stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-                    int expected = ++pending;
-                    Peers.await("request " + expected + " accepted", 5000,
-                            () -> serverTransport.channelCount() == expected);
+                    stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, ++pending));
                 }
             }
-            fabric.connectFrom(address("10.77.0.9")); // another host, holding nothing, still gets in
-            stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-            Peers.await("the other host's request accepted beside a full backlog", 5000,
-                    () -> serverTransport.channelCount() == 5);
+            fabric.connectFrom(address("10.77.0.9")); // another host, holding nothing, still gets in beside them
+            stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, 5));
             FabricException second = assertThrows(FabricException.class,
                     () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
             assertTrue(second.getMessage().contains("too many unfinished connections (4, maxPendingConnections) and "

@@ -176,10 +176,8 @@ class TransportLimitsTest {
                      small().connectTimeout(Duration.ofSeconds(5)).build())) {
             RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
             fabric.stallHandshakes(true);
-            for (int i = 0; i < 2; i++) { // the flooding host's two places
-                stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-                int held = i + 1;
-                Peers.await("request " + held + " accepted", 5000, () -> serverTransport.channelCount() == held);
+            for (int i = 1; i <= 2; i++) { // the flooding host's two places
+                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, i));
             }
             FabricException perSource = assertThrows(FabricException.class,
                     () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
@@ -187,8 +185,7 @@ class TransportLimitsTest {
             assertEquals(2, serverTransport.channelCount(), "the refused request cost nothing");
 
             fabric.connectFrom(InetAddress.getByAddress(new byte[] {10, 77, 0, 3})); // another host still gets in
-            stalled.add(Peers.stalledConnect(clientTransport, listening.localAddress()));
-            Peers.await("the other host's request accepted", 5000, () -> serverTransport.channelCount() == 3);
+            stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, 3));
             // the total is reached: a source that holds a place already gets no second one (a source holding none
             // still gets one, SourceLimitsTest.aFullBacklogStillAdmitsASourceThatHoldsNone)
             FabricException total = assertThrows(FabricException.class,
