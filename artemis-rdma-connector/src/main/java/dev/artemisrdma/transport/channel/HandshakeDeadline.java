@@ -48,8 +48,7 @@ public final class HandshakeDeadline implements QueuePairEvents {
 
     @Override
     public void established(QueuePair queuePair) {
-        if (pending.compareAndSet(true, false)) {
-            expiry.cancel(false);
+        if (end()) {
             onEstablished.run();
         }
         events.established(queuePair);
@@ -66,13 +65,20 @@ public final class HandshakeDeadline implements QueuePairEvents {
      * stops; the backlog's place is not given back here but by the channel's close, once its queue pair is gone.
      */
     public void failed() {
-        if (pending.compareAndSet(true, false)) {
-            expiry.cancel(false);
+        end();
+    }
+
+    /** Ends the handshake once: true for the caller that ended it, whose outcome it is; the deadline stops. */
+    private boolean end() {
+        if (!pending.compareAndSet(true, false)) {
+            return false;
         }
+        expiry.cancel(false);
+        return true;
     }
 
     private void expire() {
-        if (!pending.compareAndSet(true, false)) {
+        if (!end()) { // (cancelling the expiry that runs this does nothing)
             return;
         }
         boolean tornDown;
