@@ -94,9 +94,9 @@ final class AttackedBroker {
         wellBehavedClientIsServed(attack);
         Map<String, Long> stats = broker.heap();
         checkBounds(attack, stats);
-        long addedLoops = stats.get("loops") - baselineStats.get("loops");
-        long addedPools = stats.get("sharedReceivePools") - baselineStats.get("sharedReceivePools");
-        long addedPoolBytes = stats.get("sharedReceivePoolBytes") - baselineStats.get("sharedReceivePoolBytes");
+        long addedLoops = sinceBaseline(stats, "loops");
+        long addedPools = sinceBaseline(stats, "sharedReceivePools");
+        long addedPoolBytes = sinceBaseline(stats, "sharedReceivePoolBytes");
         assertTrue(stats.get("loops") <= MAX_LOOPS_PER_DEVICE * 2, attack + ": " + stats.get("loops")
                 + " completion loops on the lab's two devices, above maxCompletionLoops");
         Map<String, Integer> expected = new TreeMap<>(baseline.connectionObjects());
@@ -131,11 +131,15 @@ final class AttackedBroker {
             return;
         }
         Map<String, Long> stats = broker.heap();
-        long addedPools = stats.get("sharedReceivePools") - baselineStats.get("sharedReceivePools");
-        long addedPoolBytes = stats.get("sharedReceivePoolBytes") - baselineStats.get("sharedReceivePoolBytes");
-        KernelRdmaObjects now = regionsBack(when, KernelRdmaObjects.now(), addedPools, addedPoolBytes);
+        KernelRdmaObjects now = regionsBack(when, KernelRdmaObjects.now(), sinceBaseline(stats, "sharedReceivePools"),
+                sinceBaseline(stats, "sharedReceivePoolBytes"));
         figures.put(when, "kernel " + now);
         regionsOwed = false;
+    }
+
+    /** How much the broker's counter {@code key} in {@code stats} grew since the baseline. */
+    private long sinceBaseline(Map<String, Long> stats, String key) {
+        return stats.get(key) - baselineStats.get(key);
     }
 
     /**
