@@ -19,7 +19,6 @@ import dev.artemisrdma.it.RdmaResources;
 import dev.artemisrdma.it.hosts.LabHost;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
-import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
@@ -96,17 +95,7 @@ class PairsBridgeLabTest {
                 toB.start();
                 Session session = toB.createSession(false, Session.AUTO_ACKNOWLEDGE);
                 MessageConsumer consumer = session.createConsumer(session.createQueue("bridge.orders"));
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
-                Message m;
-                while (received.size() < MESSAGES && System.nanoTime() < deadline
-                        && (m = consumer.receive(30_000)) != null) {
-                    if (!received.add(m.getIntProperty("seq"))) {
-                        duplicates.add(m.getIntProperty("seq"));
-                    }
-                }
-                while ((m = consumer.receive(2_000)) != null) { // nothing beyond: no late duplicate
-                    duplicates.add(m.getIntProperty("seq"));
-                }
+                PairsLab.receiveEachOnce(consumer, MESSAGES, received, duplicates, m -> { });
             }
             System.out.printf("%d messages bridged across a killed and restarted site B in %d ms%n", received.size(),
                     elapsedMillis(start));

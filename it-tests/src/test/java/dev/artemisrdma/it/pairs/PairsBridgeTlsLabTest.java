@@ -24,7 +24,6 @@ import dev.artemisrdma.it.TlsStores;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Connection;
 import jakarta.jms.DeliveryMode;
-import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Queue;
@@ -179,19 +178,9 @@ class PairsBridgeTlsLabTest {
             toB.start();
             Session session = toB.createSession(false, Session.AUTO_ACKNOWLEDGE);
             MessageConsumer consumer = session.createConsumer(session.createQueue("bridge.orders"));
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
-            Message m;
-            while (received.size() < count && System.nanoTime() < deadline
-                    && (m = consumer.receive(30_000)) != null) {
-                byte[] got = ((BytesMessage) m).getBody(byte[].class);
-                assertTrue(Arrays.equals(body, got), "message " + m.getIntProperty("seq") + " came with another body");
-                if (!received.add(m.getIntProperty("seq"))) {
-                    duplicates.add(m.getIntProperty("seq"));
-                }
-            }
-            while ((m = consumer.receive(2_000)) != null) { // nothing beyond: no late duplicate
-                duplicates.add(m.getIntProperty("seq"));
-            }
+            PairsLab.receiveEachOnce(consumer, count, received, duplicates, m -> assertTrue(
+                    Arrays.equals(body, ((BytesMessage) m).getBody(byte[].class)),
+                    "message " + m.getIntProperty("seq") + " came with another body"));
         }
     }
 }

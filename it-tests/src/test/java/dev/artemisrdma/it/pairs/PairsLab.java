@@ -38,6 +38,32 @@ final class PairsLab {
         }
     }
 
+    /** A check of one received message (its body, say); throws when the message is wrong. */
+    @FunctionalInterface
+    interface MessageCheck {
+        void check(jakarta.jms.Message message) throws Exception;
+    }
+
+    /**
+     * Receives from {@code consumer} until {@code count} distinct {@code seq} properties arrived (at most 180 s, each
+     * wait 30 s), each message passing {@code check}, then 2 s more: a {@code seq} seen twice, then or later, goes to
+     * {@code duplicates}.
+     */
+    static void receiveEachOnce(jakarta.jms.MessageConsumer consumer, int count, java.util.Set<Integer> received,
+                                java.util.List<Integer> duplicates, MessageCheck check) throws Exception {
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(180);
+        jakarta.jms.Message m;
+        while (received.size() < count && System.nanoTime() < deadline && (m = consumer.receive(30_000)) != null) {
+            check.check(m);
+            if (!received.add(m.getIntProperty("seq"))) {
+                duplicates.add(m.getIntProperty("seq"));
+            }
+        }
+        while ((m = consumer.receive(2_000)) != null) { // nothing beyond: no late duplicate
+            duplicates.add(m.getIntProperty("seq"));
+        }
+    }
+
     /** Deletes a test's broker data directory (best effort: a broker that did not stop may still hold files). */
     static void deleteTree(java.nio.file.Path dir) {
         try (java.util.stream.Stream<java.nio.file.Path> paths = java.nio.file.Files.walk(dir)) {
