@@ -11,17 +11,21 @@ package dev.artemisrdma.transport;
  * the thousand and take from everyone else. With the caps, such a host holds at most its share, for at most the
  * handshake timeout, and a request beyond them is refused at once, with the key in the reason, before it costs
  * anything: other sources are still admitted, even once the total is reached (a source holding none is admitted
- * beyond it, one place per source). Thread safe (the connection-manager thread admits; the handshake's
+ * beyond it, one place per source), up to a hard ceiling of twice the total, so that the backlog stays bounded however
+ * many sources a host can be (every /64 of a routed IPv6 prefix is one). Thread safe (the connection-manager thread admits; the handshake's
  * end, on any thread, gives the place back).
  */
 final class HandshakeBacklog {
 
     private final int max;
+    /** The most places held at once, whatever the number of sources: {@code max} plus one each for as many more. */
+    private final long ceiling;
     private final int maxPerSource;
     private final SourceCounts pending = new SourceCounts();
 
     HandshakeBacklog(int max, int maxPerSource) {
         this.max = max;
+        this.ceiling = 2L * max;
         this.maxPerSource = maxPerSource;
     }
 
@@ -29,8 +33,10 @@ final class HandshakeBacklog {
     Runnable tryAdmit(SourceKey source) {
         // a full backlog still admits a source that holds none of it: a host with many addresses (IPv4 aliases, each
         // its own source under ipv4SourcePrefix 32) cannot shut out the others, and the total exceeds the cap by at
-        // most one per source, each of which holds one place only until its handshake ends
-        return pending.tryAdd(source, (held, total) -> held < maxPerSource && (total < max || held == 0));
+        // most one per source, each of which holds one place only until its handshake ends; the ceiling bounds even
+        // that, for a host with more sources than the cap (past it, requests wait for handshakes to end, as before)
+        return pending.tryAdd(source,
+                (held, total) -> held < maxPerSource && (total < max || (held == 0 && total < ceiling)));
     }
 
     /** Why {@code source} was refused a place: the cap it reached, with its key. */
@@ -38,6 +44,11 @@ final class HandshakeBacklog {
         if (pending.held(source) >= maxPerSource) {
             return "too many unfinished connections from " + source + " ("
                     + maxPerSource + ", maxPendingConnectionsPerSource): finish or close them first";
+        }
+        int total = pending.total();
+        if (total >= ceiling) {
+            return "too many unfinished connections (" + total + " from " + pending.sources()
+                    + " sources, twice maxPendingConnections " + max + "): retry once some are done";
         }
         return "too many unfinished connections (" + max + ", maxPendingConnections) and " + pending.held(source)
                 + " from " + source + ": retry once it is done";

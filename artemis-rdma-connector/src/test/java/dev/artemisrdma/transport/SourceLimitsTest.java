@@ -241,4 +241,42 @@ class SourceLimitsTest {
         }
         fabric.assertNoViolations();
     }
+
+    @Test
+    void beyondTheCapSourcesHoldingNoneAreAdmittedOnlyUpToTwiceIt() throws Exception {
+        // the overflow of one place per source is bounded too: a host with more sources than maxPendingConnections
+        // (one per /64 of a routed IPv6 prefix) must not grow the backlog without end
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(2)
+                .maxPendingConnectionsPerSource(1).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            int pending = 0;
+            for (String source : List.of("fd00:78:0:1::1", "fd00:78:0:2::1", "fd00:78:0:3::1", "fd00:78:0:4::1")) {
+                fabric.connectFrom(address(source)); // two fill the cap, two more each hold their one place beyond
+                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, ++pending));
+            }
+            fabric.connectFrom(address("fd00:78:0:5::1")); // a fifth /64, holding none, meets the ceiling
+            FabricException fifth = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            assertTrue(fifth.getMessage().contains("too many unfinished connections (4 from 4 sources, twice "
+                    + "maxPendingConnections 2)"), fifth.getMessage());
+            assertEquals(4, serverTransport.channelCount(), "the refused request cost no channel");
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
+            fabric.stallHandshakes(false);
+            RdmaChannel later = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
+            assertTrue(later.isOpen(), "once the handshakes ended, the fifth source is admitted");
+            later.close();
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
 }
