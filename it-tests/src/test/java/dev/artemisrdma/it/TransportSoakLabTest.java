@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.Callable;
 import java.util.concurrent.locks.LockSupport;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -34,7 +35,7 @@ import static org.junit.jupiter.api.Assertions.fail;
  * counters must account for every frame and byte, with rxe's packet counter showing the bytes went over RDMA.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
-class TransportSoakLabTest {
+public class TransportSoakLabTest {
 
     private static final long FRAMES = Long.getLong("soak.frames", 250_000);
     private static final int GIANTS_EACH_WAY = 3;
@@ -115,33 +116,37 @@ class TransportSoakLabTest {
         }
     }
 
-    private static TransportConfig strict() {
+    public static TransportConfig strict() {
         return TransportConfig.defaults().toBuilder().rnrRetryCount(0).retryCount(7).build();
     }
 
-    @Test
-    void framesBothWaysWithoutOneRnr() throws Exception {
-        long each = FRAMES / 2;
+    /**
+     * One soak of {@code frames} frames over the lab's real fabric (rxe or siw), the channel listening on
+     * {@code address}:{@code port}: every frame checked in order, both sides' counters accounting for every frame and byte.
+     * {@code fabricCounters} is read once the connection is up and again before it closes, so that the caller can
+     * prove from the fabric's own counters that the traffic went over RDMA.
+     */
+    public static <C> Outcome<C> soak(TransportConfig config, String address, int port, long frames,
+                                      Callable<C> fabricCounters) throws Exception {
+        long each = frames / 2;
         SoakMix toServer = new SoakMix(101, each, GIANTS_EACH_WAY);
         SoakMix toClient = new SoakMix(202, each, GIANTS_EACH_WAY);
         long bytesToServer = toServer.totalBytes();
         long bytesToClient = toClient.totalBytes();
         Checker atServer = new Checker(toServer);
         Checker atClient = new Checker(toClient);
-        TransportConfig config = strict();
-        assertEquals(0, config.rnrRetryCount());
         try (VerbsFabric fabric = new VerbsFabric();
              RdmaTransport serverTransport = RdmaTransport.create(fabric, config);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, config)) {
             CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
-            RdmaServer server = serverTransport.listen(Lab.address(Lab.addr1(), Lab.freshPort()), channel -> {
+            RdmaServer server = serverTransport.listen(Lab.address(address, port), channel -> {
                 accepted.complete(channel);
                 return atServer;
             });
             RdmaChannel client = clientTransport.connect(server.localAddress(), atClient);
             RdmaChannel serverChannel = accepted.get(30, TimeUnit.SECONDS);
 
-            RxeHwCounters before = RxeHwCounters.now();
+            C before = fabricCounters.call();
             long start = System.nanoTime();
             CompletableFuture<Long> up = writer("soak-client-writer", client, atClient, toServer);
             CompletableFuture<Long> down = writer("soak-server-writer", serverChannel, atServer, toClient);
@@ -149,7 +154,7 @@ class TransportSoakLabTest {
             long end = System.nanoTime();
             up.join();
             down.join();
-            RxeHwCounters moved = RxeHwCounters.now().since(before);
+            C after = fabricCounters.call();
 
             assertNull(atServer.mismatch.get(), "client to server");
             assertNull(atClient.mismatch.get(), "server to client");
@@ -173,27 +178,42 @@ class TransportSoakLabTest {
 
             double seconds = (end - start) / 1e9;
             System.out.printf(Locale.ROOT, "transport soak: %,d frames (%,d each way, %d of 16 MiB each way), "
-                    + "%.1f s; rnrRetryCount=0 both sides%n", 2 * each, each, GIANTS_EACH_WAY, seconds);
+                    + "%.1f s; rnrRetryCount=%d both sides%n", 2 * each, each, GIANTS_EACH_WAY, seconds,
+                    config.rnrRetryCount());
             report("client->server", each, bytesToServer, (atServer.doneAt - start) / 1e9, clientStats);
             report("server->client", each, bytesToClient, (atClient.doneAt - start) / 1e9, serverStats);
-            System.out.println("transport soak: rxe hw counters moved: " + moved.nonZero());
-
-            Map<String, Long> rnr = moved.rnr();
-            System.out.println("transport soak: RNR counters moved: " + rnr);
-            rnr.forEach((name, v) -> assertEquals(0L, v, "rxe hw counter " + name + " moved: " + moved.nonZero()));
-            // rxe counts every SEND message it carried: exactly the SENDs our two channels posted (data, packed
-            // and credit frames), so nothing of this traffic went any other way
-            assertEquals(clientStats.sendsPosted() + serverStats.sendsPosted(), moved.get("rdma_sends"),
-                    "rxe's rdma_sends against our channels' SENDs: " + moved.nonZero());
-            // frames larger than a slot went in whole-slot fragments with their header in immediate data
-            // (SEND_WITH_IMM on rxe), both ways; order and content are checked above
-            assertTrue(clientStats.immediateSends() > 0 && serverStats.immediateSends() > 0,
-                    "no fragment went with its header in immediate data: " + clientStats + " / " + serverStats);
-            long payload = bytesToServer + bytesToClient;
-            // both ends live on one rxe device: every data packet (at most 4 KiB of payload) passes its counter
-            assertTrue(moved.get("sent_pkts") >= payload / 4096, "rxe sent " + moved.get("sent_pkts")
-                    + " packets for " + payload + " payload bytes: the frames did not go over RDMA");
+            return new Outcome<>(bytesToServer + bytesToClient, clientStats, serverStats, before, after);
         }
+    }
+
+    /** What a soak carried: its payload bytes (both ways), each end's counters, and the fabric's before and after. */
+    public record Outcome<C>(long payload, TransportStats client, TransportStats server, C before, C after) {
+    }
+
+    @Test
+    void framesBothWaysWithoutOneRnr() throws Exception {
+        TransportConfig config = strict();
+        assertEquals(0, config.rnrRetryCount());
+        Outcome<RxeHwCounters> soaked = soak(config, Lab.addr1(), Lab.freshPort(), FRAMES, RxeHwCounters::now);
+        RxeHwCounters moved = soaked.after().since(soaked.before());
+        TransportStats clientStats = soaked.client();
+        TransportStats serverStats = soaked.server();
+        System.out.println("transport soak: rxe hw counters moved: " + moved.nonZero());
+
+        Map<String, Long> rnr = moved.rnr();
+        System.out.println("transport soak: RNR counters moved: " + rnr);
+        rnr.forEach((name, v) -> assertEquals(0L, v, "rxe hw counter " + name + " moved: " + moved.nonZero()));
+        // rxe counts every SEND message it carried: exactly the SENDs our two channels posted (data, packed
+        // and credit frames), so nothing of this traffic went any other way
+        assertEquals(clientStats.sendsPosted() + serverStats.sendsPosted(), moved.get("rdma_sends"),
+                "rxe's rdma_sends against our channels' SENDs: " + moved.nonZero());
+        // frames larger than a slot went in whole-slot fragments with their header in immediate data
+        // (SEND_WITH_IMM on rxe), both ways; order and content are checked above
+        assertTrue(clientStats.immediateSends() > 0 && serverStats.immediateSends() > 0,
+                "no fragment went with its header in immediate data: " + clientStats + " / " + serverStats);
+        // both ends live on one rxe device: every data packet (at most 4 KiB of payload) passes its counter
+        assertTrue(moved.get("sent_pkts") >= soaked.payload() / 4096, "rxe sent " + moved.get("sent_pkts")
+                + " packets for " + soaked.payload() + " payload bytes: the frames did not go over RDMA");
     }
 
     private static void report(String direction, long frames, long bytes, double seconds, TransportStats sender) {

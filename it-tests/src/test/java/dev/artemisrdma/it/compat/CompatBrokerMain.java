@@ -44,7 +44,8 @@ public final class CompatBrokerMain {
                 .setMetricsConfiguration(new MetricsConfiguration().setPlugin(new SimpleMetricsPlugin().init(Map.of()))
                         .setJvmMemory(false));
         config.addAcceptorConfiguration(new TransportConfiguration(ACCEPTOR_FACTORY,
-                Map.of("host", args[0], "port", Integer.parseInt(args[1]), "protocols", "CORE"), "rdma"));
+                CompatParams.with(Map.of("host", args[0], "port", Integer.parseInt(args[1]), "protocols", "CORE")),
+                "rdma"));
         ActiveMQServer server = new ActiveMQServerImpl(config, new ActiveMQJAASSecurityManager());
         server.start();
         if (!server.isActive()) {

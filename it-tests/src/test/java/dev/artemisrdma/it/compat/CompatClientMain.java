@@ -44,7 +44,7 @@ public final class CompatClientMain {
         // the global registry is a composite: without a registry in it, its meters read nothing
         Metrics.addRegistry(new SimpleMeterRegistry());
         try (ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(false,
-                new TransportConfiguration(CONNECTOR_FACTORY, Map.of("host", host, "port", port)));
+                new TransportConfiguration(CONNECTOR_FACTORY, CompatParams.with(Map.of("host", host, "port", port))));
              Connection connection = factory.createConnection()) {
             connection.start();
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);

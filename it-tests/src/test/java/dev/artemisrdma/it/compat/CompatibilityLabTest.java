@@ -17,6 +17,7 @@ import java.util.stream.Stream;
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
 import dev.artemisrdma.it.distro.RxeCounters;
+import dev.artemisrdma.it.iwarp.SiwTraffic;
 import dev.artemisrdma.transport.wire.Handshake;
 import org.apache.activemq.artemis.utils.VersionLoader;
 import org.junit.jupiter.api.BeforeAll;
@@ -26,7 +27,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Brokers and clients of different builds keep talking (issue 26, docs/protocol.md "Compatibility"): on the real rxe
- * fabric, an older build's connector jar (built from this repository's history by {@code build-old-connectors}, see
+ * fabric (and on soft-iWARP, in the siw lab: see {@link #onSiw}), an older build's connector jar (built from this repository's history by {@code build-old-connectors}, see
  * run-lab-tests: the commit before feature negotiation, which speaks plain v1, and the last release) against this
  * build's, in both roles. Each pairing sends 1 KiB and 1 MiB persistent JMS messages (the 1 MiB ones go as Artemis
  * large-message chunks, fragmented on the wire) and reads them back: every message once, intact; rxe's packet
@@ -38,6 +39,11 @@ import org.junit.jupiter.api.Timeout;
  * with this connector against this build's 2.56.0 broker, and this build's client against a 2.43.0 broker (its
  * modules from {@code artemis-server-osgi}) with this connector: the connector is built against 2.56.0's SPI.
  *
+ * <p>On siw (iWARP: no immediate data, 80 inline bytes) this build fits itself to the device and states no
+ * immediate-data feature; the older builds predate that fitting and ask for 256 inline bytes, so they are given
+ * {@code maxInlineData=80} (as a user of theirs on iWARP would have to); 0.1.0 already sent no immediate data on iWARP.
+ * The proof that siw carried an exchange is its TCP connections' byte count on the port.
+ *
  * <p>Each side runs in a JVM of its own whose class path carries exactly one connector jar, the old one or this
  * build's, and one Artemis release, so no class of the other build or release can be loaded.
  */
@@ -48,12 +54,18 @@ class CompatibilityLabTest {
     static final String BUILDS_PROPERTY = OlderBuilds.PROPERTY;
     private static final String[] MESSAGES = {"1024x200", "1048576x4"};
     private static final int MESSAGE_COUNT = 204;
+    private static final long MESSAGE_BYTES = 200L * 1024 + 4L * 1048576;
 
     /** The folder run-lab-tests points at with the oldest supported Artemis's client jar (it-tests/pom.xml). */
     static final String ARTEMIS_PROPERTY = "rdma.compat.artemis";
     /** The oldest Artemis release README supports. */
     static final String OLDEST_ARTEMIS = "2.43.0";
 
+    /** The older builds' inline bytes on siw, whose 80 they do not fit themselves to (they predate issue 36). */
+    private static final String OLD_BUILDS_ON_SIW = "maxInlineData=80";
+
+    /** Whether the lab runs soft-iWARP (rdma-lab run --fabric siw) rather than rxe. */
+    private static boolean onSiw;
     private static List<OlderBuilds.Build> olderBuilds;
     private static String thisBuildClassPath;
     private static Path oldestArtemisClient;
@@ -61,7 +73,9 @@ class CompatibilityLabTest {
     private static List<Path> oldestArtemisServer;
 
     @BeforeAll
-    static void findBuilds() throws IOException {
+    static void findBuilds() throws IOException, InterruptedException {
+        onSiw = SiwTraffic.inSiwLab();
+        System.out.println("compatibility over " + (onSiw ? "soft-iWARP (siw)" : "rxe"));
         olderBuilds = OlderBuilds.all();
         String dir = System.getProperty(BUILDS_PROPERTY);
         if (olderBuilds.stream().noneMatch(b -> b.name().equals("plain-v1"))) {
@@ -131,12 +145,21 @@ class CompatibilityLabTest {
         return tests.stream();
     }
 
-    /** Both ends run this build's connector: neither counts the other older; both send headers in immediate data. */
+    /**
+     * Both ends run this build's connector: neither counts the other older; both send headers in immediate data on
+     * rxe, and none on siw, which has none.
+     */
     private static void assertSameWireBuild(Exchange e) {
         assertEquals("0", e.broker.get("olderPeers"), "broker " + e.broker);
         assertEquals("0", e.client.get("olderPeers"), "client " + e.client);
-        assertTrue(Long.parseLong(e.broker.get("immediateFragments")) > 0, "broker " + e.broker);
-        assertTrue(Long.parseLong(e.client.get("immediateFragments")) > 0, "client " + e.client);
+        long broker = Long.parseLong(e.broker.get("immediateFragments"));
+        long client = Long.parseLong(e.client.get("immediateFragments"));
+        if (onSiw) {
+            assertEquals(0, broker + client, "no immediate data on siw: broker " + e.broker + ", client " + e.client);
+        } else {
+            assertTrue(broker > 0, "broker " + e.broker);
+            assertTrue(client > 0, "client " + e.client);
+        }
     }
 
     /**
@@ -187,7 +210,7 @@ class CompatibilityLabTest {
     }
 
     /** What one client exchanged with one broker, each on its class path, and what the meters said meanwhile. */
-    private record Exchange(Map<String, String> client, Map<String, String> broker, RxeCounters rxe) {
+    private record Exchange(Map<String, String> client, Map<String, String> broker, Carried carried) {
 
         void assertDelivered() {
             assertEquals(Integer.toString(MESSAGE_COUNT), client.get("sent"), client.toString());
@@ -195,9 +218,31 @@ class CompatibilityLabTest {
             assertEquals("0", client.get("repeated"), "none twice: " + client);
             assertEquals("0", client.get("corrupt"), "all intact: " + client);
             assertEquals("0", client.get("extra"), "nothing more: " + client);
-            // each message crossed the RDMA device to the broker and back: a TCP fall-back would leave them still
-            assertTrue(rxe.sentPackets() >= 2L * MESSAGE_COUNT && rxe.receivedPackets() >= 2L * MESSAGE_COUNT,
-                    "rxe moved by " + rxe);
+            carried.assertCarried();
+        }
+    }
+
+    /**
+     * What the lab's fabric carried during one exchange: rxe's packet counters (a TCP fall-back would leave them
+     * still), or, on siw, the bytes its TCP connections on the exchange's port sent (a fall-back would use Artemis's
+     * Netty port, not this one).
+     */
+    private record Carried(RxeCounters rxe, long siwBytes) {
+
+        /** Each message crossed to the broker and back: two packets each on rxe, its bytes twice on siw. */
+        void assertCarried() {
+            if (rxe != null) {
+                assertTrue(rxe.sentPackets() >= 2L * MESSAGE_COUNT && rxe.receivedPackets() >= 2L * MESSAGE_COUNT,
+                        "rxe moved by " + rxe);
+            } else {
+                assertTrue(siwBytes >= 2 * MESSAGE_BYTES, "siw's TCP connections sent " + siwBytes + " bytes for "
+                        + MESSAGE_BYTES + " bytes of messages, each sent and received back");
+            }
+        }
+
+        @Override
+        public String toString() {
+            return rxe != null ? "rxe " + rxe : "siw sent " + siwBytes + " bytes";
         }
     }
 
@@ -207,27 +252,38 @@ class CompatibilityLabTest {
         Path data = Files.createTempDirectory("compat-" + brokerName);
         String tag = clientName + "-client-" + brokerName + "-broker";
         try (JavaProcess broker = JavaProcess.driven(brokerName + "-broker-" + port, CompatBrokerMain.class)
-                .classPath(brokerClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1")
+                .classPath(brokerClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1", fitted(brokerName))
                 .readyWhen(CompatBrokerMain.READY, 180).start(List.of(Lab.addr0(), Integer.toString(port),
                         data.toString()))) {
-            RxeCounters before = RxeCounters.now();
+            RxeCounters before = onSiw ? null : RxeCounters.now();
+            long siwBefore = onSiw ? SiwTraffic.siwBytes(port) : 0;
             try (JavaProcess client = JavaProcess.driven(clientName + "-client-" + port, CompatClientMain.class)
-                    .classPath(clientClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1")
+                    .classPath(clientClassPath).jvm("-Xmx512m", "-XX:TieredStopAtLevel=1", fitted(clientName))
                     .start(withArgs(Lab.addr0(), Integer.toString(port), "compat." + tag, MESSAGES))) {
                 Map<String, String> clientReport = pairs(client.await(CompatClientMain.DONE, 300)
                         .substring(CompatClientMain.DONE.length()));
-                RxeCounters moved = RxeCounters.now().since(before);
+                Carried moved = onSiw ? new Carried(null, SiwTraffic.siwBytes(port) - siwBefore)
+                        : new Carried(RxeCounters.now().since(before), 0);
                 broker.send("report"); // while the client is still connected
                 Map<String, String> brokerReport = pairs(broker.await(CompatBrokerMain.REPORT, 60)
                         .substring(CompatBrokerMain.REPORT.length()));
                 client.send("exit");
                 client.awaitExitOrKill(30);
-                System.out.println(tag + ": client " + clientReport + "; broker " + brokerReport + "; rxe " + moved);
+                System.out.println(tag + ": client " + clientReport + "; broker " + brokerReport + "; " + moved);
                 broker.send("stop");
                 broker.awaitExitOrKill(60);
                 return new Exchange(clientReport, brokerReport, moved);
             }
         }
+    }
+
+    /**
+     * The JVM option that gives a side its transport keys ({@link CompatParams}): on siw, an older build's inline
+     * bytes; otherwise none (an empty property).
+     */
+    private static String fitted(String build) {
+        boolean older = !build.equals("this") && !build.startsWith("artemis-");
+        return "-D" + CompatParams.PROPERTY + "=" + (onSiw && older ? OLD_BUILDS_ON_SIW : "");
     }
 
     private static List<String> withArgs(String host, String port, String queue, String... specs) {

@@ -2,19 +2,19 @@ package dev.artemisrdma.it.iwarp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static dev.artemisrdma.it.iwarp.SiwTraffic.sh;
+import static dev.artemisrdma.it.iwarp.SiwTraffic.siwBytes;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -22,6 +22,7 @@ import org.junit.jupiter.api.Timeout;
 
 import dev.artemisrdma.it.JavaProcess;
 import dev.artemisrdma.it.Lab;
+import dev.artemisrdma.it.TransportSoakLabTest;
 import dev.artemisrdma.it.artemis.LabBroker;
 import dev.artemisrdma.it.pairs.PairsReplicationLabTest;
 import dev.artemisrdma.it.wire.WireJmsMain;
@@ -42,12 +43,11 @@ import dev.artemisrdma.verbs.RdmaDevices;
  * creates its queue pairs there (inline fitted from 256 to what siw allows); frames of every kind, JMS (with large
  * messages and transactions) and a replicated pair pass. siw has no hardware counters: the proof that it carried the
  * traffic is its TCP connections' byte counts ({@code ss -tin}) on the acceptor's port, beside rdma_cm's ids on siw.
- * JMS over TLS: {@link SiwTlsLabTest}.
+ * The transport soak runs over siw too ({@link #theTransportSoakPassesOverSiwWithEveryHeaderInBand}); JMS over TLS:
+ * {@link SiwTlsLabTest}; older builds and Artemis releases: {@code CompatibilityLabTest} in the siw lab.
  */
 @Timeout(value = 900, unit = TimeUnit.SECONDS)
 class SiwLabTest {
-
-    private static final Pattern BYTES_SENT = Pattern.compile("bytes_sent:(\\d+)");
 
     @BeforeAll
     static void onSiw() throws IOException, InterruptedException {
@@ -143,22 +143,25 @@ class SiwLabTest {
         System.out.println("siw lab: replicated pair, client without a broker for " + failover + " ms");
     }
 
-    /** What siw's TCP connections to and from {@code port} have sent so far (ss needs tcp_diag, which the lab loads). */
-    static long siwBytes(int port) throws IOException, InterruptedException {
-        String out = sh("ss -tinH state established '( sport = :" + port + " or dport = :" + port + " )'");
-        long sum = 0;
-        Matcher m = BYTES_SENT.matcher(out);
-        while (m.find()) {
-            sum += Long.parseLong(m.group(1));
-        }
-        return sum;
-    }
-
-    static String sh(String command) throws IOException, InterruptedException {
-        Process p = new ProcessBuilder("bash", "-c", command).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        p.waitFor(30, TimeUnit.SECONDS);
-        return out;
+    /**
+     * The transport soak ({@link TransportSoakLabTest}) over siw: {@code -Dsiw.soak.frames} frames (CI 100,000), a
+     * mix of small, fragmented and 16 MiB frames both ways at once. siw has no RNR retry at all, so a single SEND into
+     * a receive we did not post ends the connection, which fails the soak: credits are exact with every header in band.
+     */
+    @Test
+    void theTransportSoakPassesOverSiwWithEveryHeaderInBand() throws Exception {
+        int port = Lab.freshPort();
+        TransportSoakLabTest.Outcome<Long> soaked = TransportSoakLabTest.soak(TransportSoakLabTest.strict(),
+                Lab.addr1(), port, Long.getLong("siw.soak.frames", 100_000), () -> siwBytes(port));
+        long carried = soaked.after() - soaked.before();
+        System.out.printf("siw lab soak: siw's TCP connections on port %d sent %,d bytes for %,d payload bytes; "
+                + "client %s; server %s%n", port, carried, soaked.payload(), soaked.client(), soaked.server());
+        assertEquals(0, soaked.client().immediateSends() + soaked.server().immediateSends(),
+                "siw has no immediate data: every fragment's header went in band");
+        assertTrue(soaked.client().framesPerDataSend() > 0 && soaked.client().framesPacked() > 0,
+                "small frames were packed: " + soaked.client());
+        assertTrue(carried >= soaked.payload(), "siw's TCP connections on port " + port + " sent " + carried
+                + " bytes, fewer than the " + soaked.payload() + " bytes of payload: the soak did not go over siw");
     }
 
     /** {@code RESULT key=value ...} of {@link WireJmsMain}. */

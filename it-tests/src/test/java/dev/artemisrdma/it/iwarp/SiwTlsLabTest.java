@@ -1,6 +1,6 @@
 package dev.artemisrdma.it.iwarp;
 
-import static dev.artemisrdma.it.iwarp.SiwLabTest.siwBytes;
+import static dev.artemisrdma.it.iwarp.SiwTraffic.siwBytes;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
