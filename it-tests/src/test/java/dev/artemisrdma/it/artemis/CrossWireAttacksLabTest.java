@@ -380,7 +380,7 @@ class CrossWireAttacksLabTest {
 
     /**
      * The broker's queue pairs (the kernel's objects that no live thread of this JVM made) and registered bytes, the
-     * highest seen, sampled every 300 ms on a thread of its own until {@link #stop}.
+     * highest seen, sampled every second (rdma resource show runs five processes: lightly, on 2 vCPUs) on a thread of its own until {@link #stop}.
      */
     private record Peaks(AtomicInteger qps, AtomicLong registered, AtomicBoolean running, ExecutorService sampler,
                          Future<?> done) {
@@ -395,7 +395,7 @@ class CrossWireAttacksLabTest {
                     KernelRdmaObjects now = KernelRdmaObjects.now();
                     qps.accumulateAndGet(now.foreign("qp"), Math::max);
                     registered.accumulateAndGet(now.foreignRegisteredBytes(), Math::max);
-                    Thread.sleep(300);
+                    Thread.sleep(1_000);
                 }
                 return null;
             });
