@@ -75,6 +75,7 @@ class CrossWireAttacksLabTest {
     /** How long the kernel may still hold the closed connections' cm_ids once B answers the broker's DREQs again. */
     private static final long DRAIN_SECONDS = 90;
 
+    private final List<String> late = new ArrayList<>();
     private HostileBroker broker;
     private AttackedBroker attacked;
     private ActiveMQConnectionFactory client;
@@ -108,6 +109,7 @@ class CrossWireAttacksLabTest {
                 pendingFromOneSlash64(8);
                 pendingFromOneSlash64(64);
                 cmMessagesDropped();
+                assertTrue(late.isEmpty(), "clients served later than " + SERVED_WITHIN_MILLIS + " ms: " + late);
             } finally {
                 attacked.printSummary("CrossWireAttacksLabTest", "the acceptor's defaults, reassemblyMemory "
                         + AttackedBroker.mib(REASSEMBLY_MEMORY));
@@ -193,11 +195,16 @@ class CrossWireAttacksLabTest {
             long baseRegistered = attacked.baseline().foreignRegisteredBytes();
             Peaks peaks = Peaks.start();
             long served;
+            long connectOnly;
             String pending;
             try {
                 attacker.send("pending " + hostA6 + " " + port + " " + MAX_PENDING / addresses + " "
                         + String.join(",", sources));
                 attacker.await("MADE", 300);
+                long c0 = System.nanoTime();
+                try (Connection probe = client.createConnection()) {
+                    connectOnly = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - c0);
+                }
                 long t0 = System.nanoTime();
                 attacked.wellBehavedClientIsServed(attack + " (while flooding)");
                 served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
@@ -218,13 +225,14 @@ class CrossWireAttacksLabTest {
                     + " (baseline " + baseQps + ", cap " + PENDING_PER_SOURCE + " per source), registered at most "
                     + AttackedBroker.mib(peaks.registered.get()) + " (baseline " + AttackedBroker.mib(baseRegistered)
                     + "); refused " + refused + ", accepted " + accepted + " (the client's included); a client from "
-                    + hostA4 + " connected and served in " + served + " ms; B's wire: rxe sent "
+                    + hostA4 + " connected alone in " + connectOnly + " ms, connected and served in " + served + " ms; B's wire: rxe sent "
                     + crossed.rxe("sent_pkts") + ", received " + crossed.rxe("rcvd_pkts") + " packets; refusal: "
                     + (perSource == null ? "none logged" : perSource.substring(perSource.indexOf("rejected")));
             System.out.println("figure: " + attack + ": " + what);
             assertTrue(pending.startsWith("PENDING made " + MAX_PENDING + " failed 0"), pending);
-            assertTrue(served <= SERVED_WITHIN_MILLIS, attack + ": the client from another source took " + served
-                    + " ms");
+            if (served > SERVED_WITHIN_MILLIS) { // recorded, failed at the end: the next attack still runs
+                late.add(attack + ": the client from another source took " + served + " ms");
+            }
             assertTrue(peaks.qps.get() - baseQps <= PENDING_PER_SOURCE + 2, attack + ": the broker held "
                     + (peaks.qps.get() - baseQps) + " queue pairs, above maxPendingConnectionsPerSource for the /64 "
                     + "(and the client's)");
@@ -380,7 +388,8 @@ class CrossWireAttacksLabTest {
 
     /**
      * The broker's queue pairs (the kernel's objects that no live thread of this JVM made) and registered bytes, the
-     * highest seen, sampled every second (rdma resource show runs five processes: lightly, on 2 vCPUs) on a thread of its own until {@link #stop}.
+     * highest seen, sampled every second (rdma resource show runs five processes: lightly, on 2 vCPUs) on a thread
+     * of its own until {@link #stop}.
      */
     private record Peaks(AtomicInteger qps, AtomicLong registered, AtomicBoolean running, ExecutorService sampler,
                          Future<?> done) {
