@@ -47,7 +47,9 @@ import org.junit.jupiter.api.Timeout;
  *   <li>hole 3, pending connections from 8 and then from 64 IPv6 addresses of host B in one /64 (added to B's
  *       {@code wire0} for the attack), 512 requests each time that never finish their handshake: the broker counts
  *       the /64 as one source and holds at most maxPendingConnectionsPerSource (64) for it, and the client connects
- *       and is served within 2 s meanwhile;</li>
+ *       and is served within 2 s meanwhile; then from 8 IPv4 aliases of B (each its own source under
+ *       ipv4SourcePrefix 32), 20 requests each, which fill maxPendingConnections (128 here): the broker refuses the
+ *       aliases beyond it, and still admits the client, which holds none, within 2 s;</li>
  *   <li>hole 4, CM messages dropped: B's NIC drops its own DREQ and DREP MADs ({@code tc} on {@code wire0}'s
  *       egress), and B's peers each provoke the broker into closing their connection: the broker's DREQs go
  *       unanswered and the kernel holds each closed connection's cm_id; DestroyBacklog refuses B once 64 wait, the
@@ -63,11 +65,20 @@ class CrossWireAttacksLabTest {
     private static final long MAX_REGISTERED = 1L << 30; // maxRegisteredMemory's default
     private static final long REASSEMBLY_MEMORY = 8L << 20;
     /** Small enough that B makes the squatters' 7 MiB in seconds under emulation; the shares scale with it. */
-    private static final String BOUNDS = "reassemblyMemory=8m&maxReassemblyBytes=2m";
+    private static final String BOUNDS = "reassemblyMemory=8m&maxReassemblyBytes=2m&maxPendingConnections="
+            + CrossWireAttacksLabTest.MAX_PENDING;
     private static final int MESSAGE = 100 << 10;
     private static final long SERVED_WITHIN_MILLIS = 2_000;
     private static final int PENDING_PER_SOURCE = 64; // maxPendingConnectionsPerSource's default
-    private static final int MAX_PENDING = 512; // maxPendingConnections's default
+    /**
+     * maxPendingConnections, a quarter of its default (512): B's 8 IPv4 aliases fill it within one handshakeTimeout
+     * (10 s), which 512 accepted requests take longer than under emulation; the /64's 64 stay well within it.
+     */
+    static final int MAX_PENDING = 128;
+    /** Requests from each of B's IPv4 aliases: 8 x 20 = 160, the last 32 beyond maxPendingConnections. */
+    private static final int PER_ALIAS = 20;
+    /** Requests from the /64 in hole 3's IPv6 attacks. */
+    private static final int FROM_SLASH64 = 512;
     /** DestroyBacklog.MAX_PER_SOURCE. */
     private static final int DESTROYS_PER_SOURCE = 64;
     /** receiveSlots x slotSize by default: what a connection with its own receive queue registers. */
@@ -108,6 +119,7 @@ class CrossWireAttacksLabTest {
                 reassemblySquatters();
                 pendingFromOneSlash64(8);
                 pendingFromOneSlash64(64);
+                pendingFromIpv4Aliases(8);
                 cmMessagesDropped();
                 assertTrue(late.isEmpty(), "clients served later than " + SERVED_WITHIN_MILLIS + " ms: " + late);
             } finally {
@@ -198,7 +210,7 @@ class CrossWireAttacksLabTest {
             long connectOnly;
             String pending;
             try {
-                attacker.send("pending " + hostA6 + " " + port + " " + MAX_PENDING / addresses + " "
+                attacker.send("pending " + hostA6 + " " + port + " " + FROM_SLASH64 / addresses + " "
                         + String.join(",", sources));
                 attacker.await("MADE", 300);
                 long c0 = System.nanoTime();
@@ -230,7 +242,7 @@ class CrossWireAttacksLabTest {
                     + crossed.rxe("sent_pkts") + ", received " + crossed.rxe("rcvd_pkts") + " packets; refusal: "
                     + (perSource == null ? "none logged" : perSource.substring(perSource.indexOf("rejected")));
             System.out.println("figure: " + attack + ": " + what);
-            assertTrue(pending.startsWith("PENDING made " + MAX_PENDING + " failed 0"), pending);
+            assertTrue(pending.startsWith("PENDING made " + FROM_SLASH64 + " failed 0"), pending);
             if (served > SERVED_WITHIN_MILLIS) { // recorded, failed at the end: the next attack still runs
                 late.add(attack + ": the client from another source took " + served + " ms");
             }
@@ -247,13 +259,85 @@ class CrossWireAttacksLabTest {
             long bound = PENDING_PER_SOURCE * (1 + Long.parseLong(took.group(1)) / 10_000) + 2; // and the client twice
             assertTrue(accepted <= bound, attack + ": the broker accepted " + accepted + " requests, above " + bound
                     + " for one source: " + what);
-            assertTrue(refused >= MAX_PENDING - bound, attack + ": the broker refused only " + refused + ": " + what);
-            crossed.requireRoceCrossedTheWire(MAX_PENDING);
+            assertTrue(refused >= FROM_SLASH64 - bound, attack + ": the broker refused only " + refused + ": " + what);
+            crossed.requireRoceCrossedTheWire(FROM_SLASH64);
             release();
         } finally {
             removeAddresses(sources);
         }
         attacked.afterAttack(attack, "512 unfinished requests from " + addresses + " addresses, at most the cap held");
+    }
+
+    /**
+     * {@value #PER_ALIAS} requests that never finish from each of 8 IPv4 aliases of host B (10.78.0.96-103, in turn):
+     * each alias is its own source (ipv4SourcePrefix 32), so together they fill maxPendingConnections ({@value
+     * #MAX_PENDING}) and the last requests are refused naming it. Before, a full backlog refused every source; now a
+     * source that holds none of it is still admitted, and a client from A connects and is served within 2 s.
+     */
+    private void pendingFromIpv4Aliases(int aliases) throws Exception {
+        String attack = "hole 3: pending connections from " + aliases + " IPv4 aliases";
+        int requests = PER_ALIAS * aliases;
+        List<String> sources = new ArrayList<>();
+        for (int i = 0; i < aliases; i++) {
+            sources.add("10.78.0." + (96 + i));
+        }
+        StringBuilder add = new StringBuilder();
+        for (String a : sources) {
+            add.append("ip addr add ").append(a).append("/24 dev ").append(LabHost.WIRE_NIC).append(" || exit 1; ");
+        }
+        add.append("n=0; for t in $(seq 100); do n=$(cat /sys/class/infiniband/").append(LabHost.RDMA_DEVICE)
+                .append("/ports/1/gids/* 2>/dev/null | grep -c ':ffff:0a4e:006[0-7]$'); [ \"$n\" -ge ")
+                .append(aliases).append(" ] && break; sleep 0.1; done; echo \"$n GIDs\"");
+        String added = LabHost.b().sh(add.toString()).strip() + " for " + aliases + " aliases";
+        try {
+            Map<String, Long> statsBefore = broker.stats();
+            WireCounters before = LabHost.b().counters();
+            int mark = broker.outputMark();
+            int baseQps = attacked.baseline().foreign("qp");
+            Peaks peaks = Peaks.start();
+            long served;
+            String pending;
+            try {
+                attacker.send("pending " + hostA4 + " " + port + " " + PER_ALIAS + " " + String.join(",", sources));
+                pending = attacker.await("PENDING", 300); // all sent: the backlog is as full as the flood made it
+                long t0 = System.nanoTime();
+                attacked.wellBehavedClientIsServed(attack + " (backlog full)");
+                served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            } finally {
+                peaks.stop();
+            }
+            Map<String, Long> statsAfter = broker.stats();
+            long refused = statsAfter.get("connectionsRefused") - statsBefore.get("connectionsRefused");
+            long accepted = statsAfter.get("connectionsAccepted") - statsBefore.get("connectionsAccepted");
+            String full = broker.linesSince(mark).stream().filter(l -> l.contains("rejected connection from")
+                    && l.contains("(" + MAX_PENDING + ", maxPendingConnections) and ")).findFirst().orElse(null);
+            WireCounters crossed = LabHost.b().counters().since(before);
+            String what = "B (" + added + "): " + pending + "; the broker's queue pairs at most " + peaks.qps.get()
+                    + " (baseline " + baseQps + ", maxPendingConnections " + MAX_PENDING + "); refused " + refused
+                    + ", accepted " + accepted + " (the client's included); a client from " + hostA4
+                    + " connected and served in " + served + " ms; B's wire: rxe sent " + crossed.rxe("sent_pkts")
+                    + " packets; refusal: " + (full == null ? "none logged" : full.substring(full.indexOf("rejected")));
+            System.out.println("figure: " + attack + ": " + what);
+            assertTrue(pending.startsWith("PENDING made " + requests + " failed 0"), pending);
+            assertNotNull(full, attack + ": no request was refused naming maxPendingConnections, so the backlog "
+                    + "never filled and the attack proves nothing: " + what);
+            if (served > SERVED_WITHIN_MILLIS) {
+                late.add(attack + ": the client from another source took " + served + " ms");
+            }
+            assertTrue(peaks.qps.get() - baseQps <= MAX_PENDING + 2, attack + ": the broker held "
+                    + (peaks.qps.get() - baseQps) + " queue pairs, above maxPendingConnections and the client's");
+            crossed.requireRoceCrossedTheWire(requests);
+            release();
+        } finally {
+            StringBuilder del = new StringBuilder();
+            for (String a : sources) {
+                del.append("ip addr del ").append(a).append("/24 dev ").append(LabHost.WIRE_NIC)
+                        .append(" 2>/dev/null; ");
+            }
+            LabHost.b().sh(del + "true");
+        }
+        attacked.afterAttack(attack, requests + " unfinished requests from " + aliases
+                + " IPv4 aliases, the backlog full and another source served");
     }
 
     /** Adds {@code sources} to B's wire0 (no duplicate detection: usable at once) and waits for rxe's GIDs. */
