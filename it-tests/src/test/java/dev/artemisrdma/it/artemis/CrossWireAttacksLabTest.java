@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -208,11 +209,13 @@ class CrossWireAttacksLabTest {
             Peaks peaks = Peaks.start();
             long served;
             long connectOnly;
+            String busyWhileServed;
             String pending;
             try {
                 attacker.send("pending " + hostA6 + " " + port + " " + FROM_SLASH64 / addresses + " "
                         + String.join(",", sources));
                 attacker.await("MADE", 300);
+                long[] cpu0 = cpuTicks();
                 long c0 = System.nanoTime();
                 try (Connection probe = client.createConnection()) {
                     connectOnly = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - c0);
@@ -220,6 +223,7 @@ class CrossWireAttacksLabTest {
                 long t0 = System.nanoTime();
                 attacked.wellBehavedClientIsServed(attack + " (while flooding)");
                 served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                busyWhileServed = busyPercent(cpu0, cpuTicks());
                 attacked.checkBounds(attack + " (while held)", broker.heap());
                 pending = attacker.await("PENDING", 300);
             } finally {
@@ -338,6 +342,24 @@ class CrossWireAttacksLabTest {
         }
         attacked.afterAttack(attack, requests + " unfinished requests from " + aliases
                 + " IPv4 aliases, the backlog full and another source served");
+    }
+
+    /** Host A's CPU time so far (this JVM runs on A): busy (user, nice, system, irq, softirq) and idle ticks. */
+    private static long[] cpuTicks() throws Exception {
+        String[] f = Files.readAllLines(Path.of("/proc/stat")).get(0).trim().split("\\s+");
+        long busy = Long.parseLong(f[1]) + Long.parseLong(f[2]) + Long.parseLong(f[3]) + Long.parseLong(f[6])
+                + Long.parseLong(f[7]);
+        return new long[] {busy, Long.parseLong(f[4]) + Long.parseLong(f[5])};
+    }
+
+    /**
+     * How busy host A's CPUs were between two {@link #cpuTicks} readings: a client on A shares them with the broker
+     * and with rxe, which handles every packet of B's flood in A's kernel (on a NIC it would not).
+     */
+    private static String busyPercent(long[] from, long[] to) {
+        long busy = to[0] - from[0];
+        long all = busy + to[1] - from[1];
+        return all == 0 ? "not measured" : (100 * busy / all) + " % busy";
     }
 
     /** Adds {@code sources} to B's wire0 (no duplicate detection: usable at once) and waits for rxe's GIDs. */
