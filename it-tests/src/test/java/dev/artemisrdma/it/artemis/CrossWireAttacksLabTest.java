@@ -242,7 +242,7 @@ class CrossWireAttacksLabTest {
                     + AttackedBroker.mib(peaks.registered.get()) + " (baseline " + AttackedBroker.mib(baseRegistered)
                     + "); refused " + refused + ", accepted " + accepted + " (the client's included); a client from "
                     + hostA4 + " connected alone in " + connectOnly + " ms, connected and served in " + served
-                    + " ms; B's wire: rxe sent "
+                    + " ms (host A's CPUs meanwhile: " + busyWhileServed + "); B's wire: rxe sent "
                     + crossed.rxe("sent_pkts") + ", received " + crossed.rxe("rcvd_pkts") + " packets; refusal: "
                     + (perSource == null ? "none logged" : perSource.substring(perSource.indexOf("rejected")));
             System.out.println("figure: " + attack + ": " + what);
