@@ -49,8 +49,8 @@ import org.junit.jupiter.api.Timeout;
  *       {@code wire0} for the attack), 512 requests each time that never finish their handshake: the broker counts
  *       the /64 as one source and holds at most maxPendingConnectionsPerSource (64) for it, and the client connects
  *       and is served within 2 s meanwhile; then from 8 IPv4 aliases of B (each its own source under
- *       ipv4SourcePrefix 32), 20 requests each, which fill maxPendingConnections (128 here): the broker refuses the
- *       aliases beyond it, and still admits the client, which holds none, within 2 s;</li>
+ *       ipv4SourcePrefix 32), 4 requests each to a second broker whose maxPendingConnections is 16: they fill it, the
+ *       broker refuses the aliases beyond it, and still admits the client, which holds none, within 2 s;</li>
  *   <li>hole 4, CM messages dropped: B's NIC drops its own DREQ and DREP MADs ({@code tc} on {@code wire0}'s
  *       egress), and B's peers each provoke the broker into closing their connection: the broker's DREQs go
  *       unanswered and the kernel holds each closed connection's cm_id; DestroyBacklog refuses B once 64 wait, the
@@ -66,18 +66,19 @@ class CrossWireAttacksLabTest {
     private static final long MAX_REGISTERED = 1L << 30; // maxRegisteredMemory's default
     private static final long REASSEMBLY_MEMORY = 8L << 20;
     /** Small enough that B makes the squatters' 7 MiB in seconds under emulation; the shares scale with it. */
-    private static final String BOUNDS = "reassemblyMemory=8m&maxReassemblyBytes=2m&maxPendingConnections="
-            + CrossWireAttacksLabTest.MAX_PENDING;
+    private static final String BOUNDS = "reassemblyMemory=8m&maxReassemblyBytes=2m";
     private static final int MESSAGE = 100 << 10;
     private static final long SERVED_WITHIN_MILLIS = 2_000;
     private static final int PENDING_PER_SOURCE = 64; // maxPendingConnectionsPerSource's default
     /**
-     * maxPendingConnections, a quarter of its default (512): B's 8 IPv4 aliases fill it within one handshakeTimeout
-     * (10 s), which 512 accepted requests take longer than under emulation; the /64's 64 stay well within it.
+     * The IPv4-alias attack's broker (a second one): maxPendingConnections 16 and 4 per source, so that B's 8 aliases
+     * fill the total within one handshakeTimeout (10 s) even though A's broker accepts only a few requests a second
+     * under emulation (with the default 512, 160 requests never held more than 32 at once).
      */
-    static final int MAX_PENDING = 128;
-    /** Requests from each of B's IPv4 aliases: 8 x 20 = 160, the last 32 beyond maxPendingConnections. */
-    private static final int PER_ALIAS = 20;
+    private static final int SMALL_BACKLOG = 16;
+    private static final int SMALL_PER_SOURCE = 4;
+    /** Requests from each of B's IPv4 aliases: 8 x 4 = 32, twice the small broker's backlog. */
+    private static final int PER_ALIAS = SMALL_PER_SOURCE;
     /** Requests from the /64 in hole 3's IPv6 attacks. */
     private static final int FROM_SLASH64 = 512;
     /** DestroyBacklog.MAX_PER_SOURCE. */
@@ -273,10 +274,11 @@ class CrossWireAttacksLabTest {
     }
 
     /**
-     * {@value #PER_ALIAS} requests that never finish from each of 8 IPv4 aliases of host B (10.78.0.96-103, in turn):
-     * each alias is its own source (ipv4SourcePrefix 32), so together they fill maxPendingConnections ({@value
-     * #MAX_PENDING}) and the last requests are refused naming it. Before, a full backlog refused every source; now a
-     * source that holds none of it is still admitted, and a client from A connects and is served within 2 s.
+     * {@value #PER_ALIAS} requests that never finish from each of 8 IPv4 aliases of host B (10.78.0.96-103, in turn),
+     * against a second broker with maxPendingConnections {@value #SMALL_BACKLOG} and {@value #SMALL_PER_SOURCE} per
+     * source: each alias is its own source (ipv4SourcePrefix 32) and within its cap, so together they fill the total,
+     * and the requests beyond it are refused naming maxPendingConnections. Before, a full backlog refused every source;
+     * now a source that holds none of it is still admitted: a client from A connects and is served within 2 s.
      */
     private void pendingFromIpv4Aliases(int aliases) throws Exception {
         String attack = "hole 3: pending connections from " + aliases + " IPv4 aliases";
@@ -292,56 +294,73 @@ class CrossWireAttacksLabTest {
         add.append("n=0; for t in $(seq 100); do n=$(cat /sys/class/infiniband/").append(LabHost.RDMA_DEVICE)
                 .append("/ports/1/gids/* 2>/dev/null | grep -c ':ffff:0a4e:006[0-7]$'); [ \"$n\" -ge ")
                 .append(aliases).append(" ] && break; sleep 0.1; done; echo \"$n GIDs\"");
-        String added = LabHost.b().sh(add.toString()).strip() + " for " + aliases + " aliases";
-        try {
-            Map<String, Long> statsBefore = broker.stats();
-            WireCounters before = LabHost.b().counters();
-            int mark = broker.outputMark();
-            int baseQps = attacked.baseline().foreign("qp");
-            Peaks peaks = Peaks.start();
-            long served;
-            String pending;
+        int smallPort = Lab.freshPort();
+        try (HostileBroker small = HostileBroker.start("[::]", smallPort, Files.createTempDirectory("wire-aliases"),
+                     "maxPendingConnections=" + SMALL_BACKLOG + "&maxPendingConnectionsPerSource=" + SMALL_PER_SOURCE);
+             ActiveMQConnectionFactory smallClient = RdmaConnectionFactories.create("rdma://" + hostA4 + ":"
+                     + smallPort + "?reconnectAttempts=0")) {
+            AttackedBroker smallAttacked = new AttackedBroker(small, smallClient, MAX_REGISTERED);
+            smallAttacked.wellBehavedClientIsServed("warm-up of the small broker");
+            String added = LabHost.b().sh(add.toString()).strip() + " for " + aliases + " aliases";
             try {
-                attacker.send("pending " + hostA4 + " " + port + " " + PER_ALIAS + " " + String.join(",", sources));
-                pending = attacker.await("PENDING", 300); // all sent: the backlog is as full as the flood made it
-                long t0 = System.nanoTime();
-                attacked.wellBehavedClientIsServed(attack + " (backlog full)");
-                served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                Map<String, Long> statsBefore = small.stats();
+                WireCounters before = LabHost.b().counters();
+                int mark = small.outputMark();
+                int baseQps = KernelRdmaObjects.now().foreign("qp");
+                Peaks peaks = Peaks.start();
+                long served;
+                String pending;
+                try {
+                    attacker.send("pending " + hostA4 + " " + smallPort + " " + PER_ALIAS + " "
+                            + String.join(",", sources));
+                    pending = attacker.await("PENDING", 300);
+                    // the broker takes the requests in over seconds: wait until one was refused for the total
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                    while (small.linesSince(mark).stream().noneMatch(l -> l.contains("maxPendingConnections) and"))
+                            && System.nanoTime() < deadline) {
+                        Thread.sleep(100);
+                    }
+                    long t0 = System.nanoTime();
+                    smallAttacked.wellBehavedClientIsServed(attack + " (backlog full)");
+                    served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                } finally {
+                    peaks.stop();
+                }
+                Map<String, Long> statsAfter = small.stats();
+                long refused = statsAfter.get("connectionsRefused") - statsBefore.get("connectionsRefused");
+                long accepted = statsAfter.get("connectionsAccepted") - statsBefore.get("connectionsAccepted");
+                String full = small.linesSince(mark).stream().filter(l -> l.contains("rejected connection from")
+                        && l.contains("(" + SMALL_BACKLOG + ", maxPendingConnections) and ")).findFirst()
+                        .orElse(null);
+                WireCounters crossed = LabHost.b().counters().since(before);
+                String what = "B (" + added + "): " + pending + "; the brokers' queue pairs at most " + peaks.qps.get()
+                        + " (before " + baseQps + ", maxPendingConnections " + SMALL_BACKLOG + ", "
+                        + SMALL_PER_SOURCE + " per source); refused " + refused + ", accepted " + accepted
+                        + " (the client's included); a client from " + hostA4 + " connected and served in " + served
+                        + " ms; B's wire: rxe sent " + crossed.rxe("sent_pkts") + " packets; refusal: "
+                        + (full == null ? "none logged" : full.substring(full.indexOf("rejected")));
+                System.out.println("figure: " + attack + ": " + what);
+                assertTrue(pending.startsWith("PENDING made " + requests + " failed 0"), pending);
+                assertNotNull(full, attack + ": no request was refused naming maxPendingConnections, so the backlog "
+                        + "never filled and the attack proves nothing: " + what);
+                if (served > SERVED_WITHIN_MILLIS) {
+                    late.add(attack + ": the client from another source took " + served + " ms");
+                }
+                assertTrue(peaks.qps.get() - baseQps <= SMALL_BACKLOG + 2, attack + ": the small broker held "
+                        + (peaks.qps.get() - baseQps) + " queue pairs, above maxPendingConnections and the client's");
+                crossed.requireRoceCrossedTheWire(requests);
+                release();
             } finally {
-                peaks.stop();
+                StringBuilder del = new StringBuilder();
+                for (String a : sources) {
+                    del.append("ip addr del ").append(a).append("/24 dev ").append(LabHost.WIRE_NIC)
+                            .append(" 2>/dev/null; ");
+                }
+                LabHost.b().sh(del + "true");
             }
-            Map<String, Long> statsAfter = broker.stats();
-            long refused = statsAfter.get("connectionsRefused") - statsBefore.get("connectionsRefused");
-            long accepted = statsAfter.get("connectionsAccepted") - statsBefore.get("connectionsAccepted");
-            String full = broker.linesSince(mark).stream().filter(l -> l.contains("rejected connection from")
-                    && l.contains("(" + MAX_PENDING + ", maxPendingConnections) and ")).findFirst().orElse(null);
-            WireCounters crossed = LabHost.b().counters().since(before);
-            String what = "B (" + added + "): " + pending + "; the broker's queue pairs at most " + peaks.qps.get()
-                    + " (baseline " + baseQps + ", maxPendingConnections " + MAX_PENDING + "); refused " + refused
-                    + ", accepted " + accepted + " (the client's included); a client from " + hostA4
-                    + " connected and served in " + served + " ms; B's wire: rxe sent " + crossed.rxe("sent_pkts")
-                    + " packets; refusal: " + (full == null ? "none logged" : full.substring(full.indexOf("rejected")));
-            System.out.println("figure: " + attack + ": " + what);
-            assertTrue(pending.startsWith("PENDING made " + requests + " failed 0"), pending);
-            assertNotNull(full, attack + ": no request was refused naming maxPendingConnections, so the backlog "
-                    + "never filled and the attack proves nothing: " + what);
-            if (served > SERVED_WITHIN_MILLIS) {
-                late.add(attack + ": the client from another source took " + served + " ms");
-            }
-            assertTrue(peaks.qps.get() - baseQps <= MAX_PENDING + 2, attack + ": the broker held "
-                    + (peaks.qps.get() - baseQps) + " queue pairs, above maxPendingConnections and the client's");
-            crossed.requireRoceCrossedTheWire(requests);
-            release();
-        } finally {
-            StringBuilder del = new StringBuilder();
-            for (String a : sources) {
-                del.append("ip addr del ").append(a).append("/24 dev ").append(LabHost.WIRE_NIC)
-                        .append(" 2>/dev/null; ");
-            }
-            LabHost.b().sh(del + "true");
         }
         attacked.afterAttack(attack, requests + " unfinished requests from " + aliases
-                + " IPv4 aliases, the backlog full and another source served");
+                + " IPv4 aliases to a second broker, its backlog full and another source served");
     }
 
     /** Host A's CPU time so far (this JVM runs on A): busy (user, nice, system, irq, softirq) and idle ticks. */
