@@ -35,10 +35,15 @@ final class HalfOpenFlood implements AutoCloseable {
 
     /** One more attempt to {@code host:port}; returns once its connect request left. */
     void attempt(String host, int port, byte[] handshake) throws VerbsException {
+        attempt(null, host, port, handshake);
+    }
+
+    /** As {@link #attempt(String, int, byte[])}, from the local address {@code source} (null: the route's). */
+    void attempt(String source, String host, int port, byte[] handshake) throws VerbsException {
         RdmaEventChannel events = new RdmaEventChannel();
         RdmaCmId id = null;
         try {
-            id = RawVerbsPeer.resolved(events, host, port);
+            id = RawVerbsPeer.resolved(events, source, host, port);
             RdmaDevice device = id.device(devices);
             if (cq == null) {
                 cq = device.createCompletionQueue(16);

@@ -84,12 +84,17 @@ final class RawVerbsPeer implements AutoCloseable {
 
     /** Resolves the route to {@code host:port} and builds the queue pair with every receive posted; not connected. */
     static RawVerbsPeer open(RdmaDevices devices, String host, int port) throws VerbsException {
+        return open(devices, null, host, port);
+    }
+
+    /** As {@link #open(RdmaDevices, String, int)}, from the local address {@code source} (null: the route's). */
+    static RawVerbsPeer open(RdmaDevices devices, String source, String host, int port) throws VerbsException {
         RdmaEventChannel events = new RdmaEventChannel();
         RdmaCmId id = null;
         IbvCompletionQueue cq = null;
         IbvMemoryRegion memory = null;
         try {
-            id = resolved(events, host, port);
+            id = resolved(events, source, host, port);
             RdmaDevice device = id.device(devices);
             cq = device.createCompletionQueue(1024);
             memory = device.register((long) RECEIVES * SLOT + SEND_AREA);
@@ -119,8 +124,19 @@ final class RawVerbsPeer implements AutoCloseable {
 
     /** A new id on {@code events} with its address and route to {@code host:port} resolved (closed on failure). */
     static RdmaCmId resolved(RdmaEventChannel events, String host, int port) throws VerbsException {
+        return resolved(events, null, host, port);
+    }
+
+    /**
+     * As {@link #resolved(RdmaEventChannel, String, int)}, bound first to the local address {@code source} (one of
+     * this host's addresses: its connection requests then come from there) unless it is null.
+     */
+    static RdmaCmId resolved(RdmaEventChannel events, String source, String host, int port) throws VerbsException {
         RdmaCmId id = RdmaCmId.create(events);
         try {
+            if (source != null) {
+                id.bind(source, 0);
+            }
             id.resolveAddress(host, port, STEP_MILLIS);
             expect(events, CmEventType.ADDR_RESOLVED);
             id.resolveRoute(STEP_MILLIS);
@@ -184,6 +200,17 @@ final class RawVerbsPeer implements AutoCloseable {
     /** The payload a fragment carries at most: the server's slot less our header. */
     int fragmentPayload() {
         return server.slotSize() - FrameHeader.LENGTH;
+    }
+
+    /**
+     * As {@link #fragment(boolean, boolean, int, int)}, carrying {@code payload} (a first fragment that begins a
+     * packet the broker will read once the frame is whole).
+     */
+    void fragment(boolean first, boolean last, int lengthOrOffset, byte[] payload) throws Exception {
+        byte[] wire = frame((first ? FrameHeader.FIRST : 0) | (last ? FrameHeader.LAST : 0), takeOwed(),
+                lengthOrOffset, payload.length);
+        System.arraycopy(payload, 0, wire, FrameHeader.LENGTH, payload.length);
+        send(wire, true);
     }
 
     /** A SEND's bytes: a frame header, then {@code payload} zero bytes. */
