@@ -1,4 +1,5 @@
-# Sourced by the bench scripts that run lab tests outside CI (not run): lab-soaks, lab-tls, wire-pairs.
+# Sourced by the bench scripts that run lab tests outside CI (not run): lab-soaks, lab-tls, wire-pairs, wire-attacks,
+# siw-compat.
 #
 # run_lab_selection NAME
 #   Builds unless BUILD=0 (mvn install -DskipTests -Drdma.lab.skip=true, with the caller's mvn_args: install runs
