@@ -205,78 +205,95 @@ class SourceLimitsTest {
     void aFullBacklogStillAdmitsASourceThatHoldsNone() throws Exception {
         // issue 37 hole 3 with IPv4: each address is a source (ipv4SourcePrefix 32), so a host with a few aliases
         // filled maxPendingConnections and every other host was refused until the handshakes expired
-        FakeFabric fabric = new FakeFabric();
-        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(4)
-                .maxPendingConnectionsPerSource(2).build();
-        List<Thread> stalled = new ArrayList<>();
-        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
-             RdmaTransport clientTransport = RdmaTransport.create(fabric,
-                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
-            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            fabric.stallHandshakes(true);
+        try (StalledBacklog backlog = new StalledBacklog(4, 2)) {
             int pending = 0;
             for (String alias : List.of("10.77.0.2", "10.77.0.3")) { // one host's two aliases fill the backlog
-                fabric.connectFrom(address(alias));
                 for (int i = 0; i < 2; i++) {
-                    stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, ++pending));
+                    backlog.stallFrom(alias, ++pending);
                 }
             }
-            fabric.connectFrom(address("10.77.0.9")); // another host, holding nothing, still gets in beside them
-            stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, 5));
-            FabricException second = assertThrows(FabricException.class,
-                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            backlog.stallFrom("10.77.0.9", 5); // another host, holding nothing, still gets in beside them
+            FabricException second = backlog.refusedFrom("10.77.0.9");
             assertTrue(second.getMessage().contains("too many unfinished connections (4, maxPendingConnections) and "
                     + "1 from 10.77.0.9"), second.getMessage());
-            fabric.connectFrom(address("10.77.0.2"));
-            FabricException alias = assertThrows(FabricException.class,
-                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            FabricException alias = backlog.refusedFrom("10.77.0.2");
             assertTrue(alias.getMessage().contains("too many unfinished connections from 10.77.0.2 (2, "
                     + "maxPendingConnectionsPerSource)"), alias.getMessage());
-            for (Thread t : stalled) {
-                t.join(10_000);
-            }
-            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
-        } finally {
-            fabric.close();
+            backlog.awaitExpired();
         }
-        fabric.assertNoViolations();
     }
 
     @Test
     void beyondTheCapSourcesHoldingNoneAreAdmittedOnlyUpToTwiceIt() throws Exception {
         // the overflow of one place per source is bounded too: a host with more sources than maxPendingConnections
         // (one per /64 of a routed IPv6 prefix) must not grow the backlog without end
-        FakeFabric fabric = new FakeFabric();
-        TransportConfig server = small().handshakeTimeout(Duration.ofSeconds(2)).maxPendingConnections(2)
-                .maxPendingConnectionsPerSource(1).build();
-        List<Thread> stalled = new ArrayList<>();
-        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
-             RdmaTransport clientTransport = RdmaTransport.create(fabric,
-                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
-            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            fabric.stallHandshakes(true);
+        try (StalledBacklog backlog = new StalledBacklog(2, 1)) {
             int pending = 0;
             for (String source : List.of("fd00:78:0:1::1", "fd00:78:0:2::1", "fd00:78:0:3::1", "fd00:78:0:4::1")) {
-                fabric.connectFrom(address(source)); // two fill the cap, two more each hold their one place beyond
-                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, ++pending));
+                backlog.stallFrom(source, ++pending); // two fill the cap, two more each hold their one place beyond
             }
-            fabric.connectFrom(address("fd00:78:0:5::1")); // a fifth /64, holding none, meets the ceiling
-            FabricException fifth = assertThrows(FabricException.class,
-                    () -> clientTransport.connect(listening.localAddress(), new Peers.Recorder()));
+            FabricException fifth = backlog.refusedFrom("fd00:78:0:5::1"); // a fifth /64, holding none
             assertTrue(fifth.getMessage().contains("too many unfinished connections (4 from 4 sources, twice "
                     + "maxPendingConnections 2)"), fifth.getMessage());
-            assertEquals(4, serverTransport.channelCount(), "the refused request cost no channel");
+            assertEquals(4, backlog.server.channelCount(), "the refused request cost no channel");
+            backlog.awaitExpired();
+            backlog.fabric.stallHandshakes(false);
+            RdmaChannel later = backlog.client.connect(backlog.listening.localAddress(), new Peers.Recorder());
+            assertTrue(later.isOpen(), "once the handshakes ended, the fifth source is admitted");
+            later.close();
+        }
+    }
+
+    /**
+     * A listening server transport with backlog caps whose handshakes the fabric stalls (each expiring after 2 s), and
+     * a client transport that connects from whichever source the test names. Closing it closes both and checks the
+     * fabric saw no verbs rule broken.
+     */
+    private static final class StalledBacklog implements AutoCloseable {
+        final FakeFabric fabric = new FakeFabric();
+        final RdmaTransport server;
+        final RdmaTransport client;
+        final RdmaServer listening;
+        private final List<Thread> stalled = new ArrayList<>();
+
+        StalledBacklog(int maxPending, int maxPendingPerSource) throws Exception {
+            server = RdmaTransport.create(fabric, small().handshakeTimeout(Duration.ofSeconds(2))
+                    .maxPendingConnections(maxPending).maxPendingConnectionsPerSource(maxPendingPerSource).build());
+            client = RdmaTransport.create(fabric, small().connectTimeout(Duration.ofSeconds(4)).build());
+            listening = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+        }
+
+        /** A request from {@code source} that the server accepts and leaves unfinished: it then holds {@code channels}. */
+        void stallFrom(String source, int channels) throws Exception {
+            fabric.connectFrom(address(source));
+            stalled.add(Peers.stalledAndAccepted(client, listening, server, channels));
+        }
+
+        /** A request from {@code source} that the server refuses: why. */
+        FabricException refusedFrom(String source) throws Exception {
+            fabric.connectFrom(address(source));
+            return assertThrows(FabricException.class, () -> client.connect(listening.localAddress(),
+                    new Peers.Recorder()));
+        }
+
+        /** Waits until every stalled handshake expired and the server released its channel. */
+        void awaitExpired() throws InterruptedException {
             for (Thread t : stalled) {
                 t.join(10_000);
             }
-            Peers.await("the stalled channels released", 5000, () -> serverTransport.channelCount() == 0);
-            fabric.stallHandshakes(false);
-            RdmaChannel later = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
-            assertTrue(later.isOpen(), "once the handshakes ended, the fifth source is admitted");
-            later.close();
-        } finally {
-            fabric.close();
+            Peers.await("the stalled channels released", 5000, () -> server.channelCount() == 0);
         }
-        fabric.assertNoViolations();
+
+        @Override
+        public void close() {
+            try {
+                client.close();
+                server.close();
+            } finally {
+                fabric.close();
+            }
+            fabric.assertNoViolations();
+        }
     }
 }
