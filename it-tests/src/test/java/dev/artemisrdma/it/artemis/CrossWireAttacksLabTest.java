@@ -5,9 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -20,6 +23,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 
 import dev.artemisrdma.artemis.RdmaConnectionFactories;
 import dev.artemisrdma.it.JavaProcess;
@@ -228,7 +232,7 @@ class CrossWireAttacksLabTest {
                 attacker.send("pending " + hostA6 + " " + port + " " + FROM_SLASH64 / addresses + " "
                         + String.join(",", sources));
                 attacker.await("MADE", 300);
-                long[] cpu0 = cpuTicks();
+                CpuUse cpu0 = CpuUse.now();
                 long c0 = System.nanoTime();
                 try (Connection probe = client.createConnection()) {
                     connectOnly = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - c0);
@@ -236,7 +240,7 @@ class CrossWireAttacksLabTest {
                 long t0 = System.nanoTime();
                 attacked.wellBehavedClientIsServed(attack + " (while flooding)");
                 served = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
-                busyWhileServed = busyPercent(cpu0, cpuTicks());
+                busyWhileServed = CpuUse.now().since(cpu0);
                 attacked.checkBounds(attack + " (while held)", broker.heap());
                 pending = attacker.await("PENDING", 300);
                 // B's requests and the client's two connections
@@ -382,21 +386,54 @@ class CrossWireAttacksLabTest {
     }
 
     /** Host A's CPU time so far (this JVM runs on A): busy (user, nice, system, irq, softirq) and idle ticks. */
-    private static long[] cpuTicks() throws Exception {
-        String[] f = Files.readAllLines(Path.of("/proc/stat")).get(0).trim().split("\\s+");
-        long busy = Long.parseLong(f[1]) + Long.parseLong(f[2]) + Long.parseLong(f[3]) + Long.parseLong(f[6])
-                + Long.parseLong(f[7]);
-        return new long[] {busy, Long.parseLong(f[4]) + Long.parseLong(f[5])};
-    }
-
     /**
-     * How busy host A's CPUs were between two {@link #cpuTicks} readings: a client on A shares them with the broker
-     * and with rxe, which handles every packet of B's flood in A's kernel (on a NIC it would not).
+     * How host A's CPUs were spent between two {@link CpuUse#now} readings: the client on A shares them with the
+     * broker and with rxe, which handles every packet of B's flood in A's kernel (on a NIC it would not).
      */
-    private static String busyPercent(long[] from, long[] to) {
-        long busy = to[0] - from[0];
-        long all = busy + to[1] - from[1];
-        return all == 0 ? "not measured" : (100 * busy / all) + " % busy";
+    private record CpuUse(long[] kinds, Map<String, Long> byProcess) {
+
+        /** /proc/stat's first line: user+nice, system, irq+softirq, idle+iowait; and each process's utime+stime. */
+        static CpuUse now() throws Exception {
+            String[] f = Files.readAllLines(Path.of("/proc/stat")).get(0).trim().split("\\s+");
+            long[] kinds = {Long.parseLong(f[1]) + Long.parseLong(f[2]), Long.parseLong(f[3]),
+                    Long.parseLong(f[6]) + Long.parseLong(f[7]), Long.parseLong(f[4]) + Long.parseLong(f[5])};
+            Map<String, Long> byProcess = new HashMap<>();
+            try (DirectoryStream<Path> procs = Files.newDirectoryStream(Path.of("/proc"), "[0-9]*")) {
+                for (Path proc : procs) {
+                    String stat;
+                    try {
+                        stat = Files.readString(proc.resolve("stat"));
+                    } catch (IOException gone) {
+                        continue;
+                    }
+                    int close = stat.lastIndexOf(')');
+                    String[] rest = stat.substring(close + 2).split(" ");
+                    // after the name: state(0) ... utime(11) stime(12), as proc(5) numbers them 14 and 15
+                    String name = stat.substring(stat.indexOf('(') + 1, close) + "/" + proc.getFileName();
+                    byProcess.put(name, Long.parseLong(rest[11]) + Long.parseLong(rest[12]));
+                }
+            }
+            return new CpuUse(kinds, byProcess);
+        }
+
+        /** E.g. "95 % busy (user 40, system 30, irq 25); most: java/312 60 %, ksoftirqd/0/12 20 %". */
+        String since(CpuUse from) {
+            long[] d = new long[4];
+            for (int i = 0; i < 4; i++) {
+                d[i] = kinds[i] - from.kinds[i];
+            }
+            long all = d[0] + d[1] + d[2] + d[3];
+            if (all == 0) {
+                return "not measured";
+            }
+            String top = byProcess.entrySet().stream()
+                    .map(e -> Map.entry(e.getKey(), e.getValue() - from.byProcess.getOrDefault(e.getKey(), 0L)))
+                    .filter(e -> e.getValue() > 0).sorted(Map.Entry.<String, Long>comparingByValue().reversed())
+                    .limit(5).map(e -> e.getKey() + " " + (100 * e.getValue() / all) + " %")
+                    .collect(Collectors.joining(", "));
+            return (100 * (all - d[3]) / all) + " % busy (user " + 100 * d[0] / all + ", system " + 100 * d[1] / all
+                    + ", irq " + 100 * d[2] / all + "); most: " + top;
+        }
     }
 
     /** Adds {@code sources} to B's wire0 (no duplicate detection: usable at once) and waits for rxe's GIDs. */
