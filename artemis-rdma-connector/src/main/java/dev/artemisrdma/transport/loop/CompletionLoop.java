@@ -555,7 +555,6 @@ public final class CompletionLoop implements Runnable {
         }
         try {
             drainAndClose(batch);
-            closeInbox();
             finalCpuNanos = THREADS.getCurrentThreadCpuTime();
         } finally {
             exited.complete(null);
@@ -677,13 +676,15 @@ public final class CompletionLoop implements Runnable {
         }
         LOG.error("{}: completion loop on {} died; taken out of service, failing its {} connections", name,
                 device.name(), channelCount, e);
+        // first, before the owner hears of it: what other threads asked of the channels before the loop died runs
+        // with its own cause (a handshake deadline, a close), as on a loop that is gone; from now on they run it
+        closeInbox();
         try {
             onFailure.accept(this);
         } catch (RuntimeException | Error t) {
             LOG.error("{}: removing the failed loop from service failed", name, t);
         }
         releaseChannels(why);
-        closeInbox(); // what other threads asked of its channels runs now, as on a loop that is gone
         synchronized (registry) {
             closeQueueIfAbandonedLocked();
         }
@@ -878,6 +879,8 @@ public final class CompletionLoop implements Runnable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        // what other threads asked runs now, before the channels still here are released; from now on they run it
+        closeInbox();
         int left = load();
         if (left > 0) {
             // nobody will poll for them any more: released here and now, as when a loop dies, so that the queue and
