@@ -56,12 +56,12 @@ import dev.artemisrdma.transport.wire.Handshake;
  * {@link #lock}: writers, the thread setting the connection up, and the completion loop take it (the fabric forbids
  * concurrent posts on one queue pair, and the loop posts reposts and credit frames too). rdma_cm's event thread, the
  * transport's timer and closers do not: they ask the loop ({@link ChannelCommands}), which carries their requests out
- * in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move). The receive side is
- * the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once per batch,
- * in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop thread polls
- * for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are made on the
- * loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot deadlock
- * against a callback.
+ * in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move). The receive
+ * side is the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once
+ * per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
+ * thread polls for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are
+ * made on the loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot
+ * deadlock against a callback.
  *
  * <p>Memory. One registration per connection holds the receive slots ({@code slots * slotSize}) followed by the
  * send headers ({@link TransportConfig#SEND_HEADER_STRIDE} per send ring slot). It is released only after the queue
