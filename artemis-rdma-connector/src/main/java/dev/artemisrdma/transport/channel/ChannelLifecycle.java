@@ -80,6 +80,11 @@ final class ChannelLifecycle {
      * drain is proven by a poll that began after it and found the queue drained.
      */
     private long drainFence = -1;
+    /**
+     * State moves made on a thread other than the channel's loop while it had one (under the lock): what is left of
+     * the threads that move a channel besides its loop (issue 39: only the loop shall), for tests and debugState.
+     */
+    private int movesOffLoop;
 
     ChannelLifecycle(String id, InetSocketAddress remote, TransportConfig config, SendSide send, ReceiveSide receive,
                      SharedReceiveMembership shared, ChannelResources resources, Runnable release) {
@@ -122,7 +127,15 @@ final class ChannelLifecycle {
      */
     private void moveTo(ChannelState next) {
         state = state.moveTo(next, id);
+        if (resources.loop() != null && !resources.onLoopThread()) {
+            movesOffLoop++;
+        }
         resources.wakeLoop();
+    }
+
+    /** See {@link #movesOffLoop}; under the lock. */
+    int movesOffLoop() {
+        return movesOffLoop;
     }
 
     // ------------------------------------------------------------------------------------------- establishment

@@ -20,7 +20,8 @@ import dev.artemisrdma.transport.loop.LoopChannel;
  * the fabric is still creating from this channel's spec keeps the slot taken (see {@link #queuePairPending}).
  *
  * <p>Owner: the channel's lock; every method runs under it. {@link #qpNumber} and {@link #pool} are also read
- * without it, by the completion loop and by writers allocating send buffers.
+ * without it, by the completion loop and by writers allocating send buffers, and {@link #loop} by whoever asks the
+ * loop to run a request ({@link ChannelCommands}).
  */
 final class ChannelResources {
 
@@ -29,7 +30,8 @@ final class ChannelResources {
     private volatile BufferPool pool;
     /** The device the passive side bound to before its accept; null when the queue pair's set-up binds. */
     private FabricDevice boundEarly;
-    private CompletionLoop loop;
+    /** Written under the lock at bind; volatile for {@link ChannelCommands}, which posts to it without the lock. */
+    private volatile CompletionLoop loop;
     private int index = -1;
     private int reservedEntries;
     private RegisteredMemory memory;

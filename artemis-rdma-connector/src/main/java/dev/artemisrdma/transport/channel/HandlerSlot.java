@@ -17,9 +17,9 @@ import dev.artemisrdma.transport.fabric.FabricException;
  *
  * <p>Two threads can see a passive connection established (the connection-manager thread with rdma_cm's
  * ESTABLISHED, the completion loop with the peer's first frame), but only the loop makes the handler: the
- * connection-manager thread, finding it {@link #toMake}, leaves it to the loop, since it serves every connection of
- * the fabric and must never wait for the application (issue 37, hole 6: a slow Artemis connection plugin held every
- * CM event). Another thread may be releasing the channel (a handshake deadline, a close): this monitor makes the
+ * connection-manager thread hands its event to the loop ({@link ChannelCommands}), since it serves every connection
+ * of the fabric and must never wait for the application (issue 37, hole 6: a slow Artemis connection plugin held
+ * every CM event). Another thread may be releasing the channel (a handshake deadline, a close): this monitor makes the
  * close notice agree with the making: a handler is made only while the channel is still connecting and the notice
  * not taken, so no handler misses its onClosed and none is made for a channel already gone. Reads of the handler
  * are one volatile read.
@@ -50,11 +50,6 @@ final class HandlerSlot {
     /** Passive side: the handler comes from {@code factory}, once established. */
     void makeOnEstablished(Function<RdmaChannel, ChannelHandler> factory) {
         this.factory = factory;
-    }
-
-    /** Passive side: the handler is still to be made (made on the loop thread, see the class comment). */
-    boolean toMake() {
-        return handler == null && factory != null;
     }
 
     /** The handler, or null while a passive connection is not established (or was released before it was). */

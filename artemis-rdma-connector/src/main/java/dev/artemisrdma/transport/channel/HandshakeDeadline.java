@@ -18,10 +18,12 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
  * entries exist before the peer completes the handshake (rdma_cm's RTU); a peer that never completes it would hold
  * them for as long as rdma_cm keeps retrying, or for ever. Past {@code handshakeTimeout} the channel is torn down.
  * Whichever comes first, the established event (or the peer's first frame, which opens the channel before it) or
- * the deadline, wins; the other does nothing. The handshake backlog's place is given back here when the handshake
- * succeeds; when it fails or expires, the transport gives it back once the channel's queue pair and rdma_cm id are
- * destroyed, so that a source never holds more unfinished queue pairs in the kernel than its cap, not even while rxe
- * spends seconds in a destroy or a peer that drops CM messages holds its id for a minute.
+ * the deadline, wins; the other does nothing. The timer only asks: the channel's loop carries the expiry out
+ * ({@link RdmaChannelImpl#runCommands}), after an ESTABLISHED that reached the channel first. The handshake
+ * backlog's place is given back here when the handshake succeeds; when it fails or expires, the transport gives it
+ * back once the channel's queue pair and rdma_cm id are destroyed, so that a source never holds more unfinished queue
+ * pairs in the kernel than its cap, not even while rxe spends seconds in a destroy or a peer that drops CM messages
+ * holds its id for a minute.
  */
 public final class HandshakeDeadline implements QueuePairEvents {
 
@@ -77,13 +79,22 @@ public final class HandshakeDeadline implements QueuePairEvents {
         return true;
     }
 
+    /** Timer thread: the deadline passed first; the channel's loop decides what it means ({@link #applyExpiry}). */
     private void expire() {
         if (!end()) { // (cancelling the expiry that runs this does nothing)
             return;
         }
+        channel.handshakeExpired(this);
+    }
+
+    /**
+     * On the channel's loop (or where it has none): the channel is torn down unless it opened meanwhile (rdma_cm's
+     * ESTABLISHED, run before this, or the peer's first frame); an open one gives the backlog's place back here.
+     */
+    void applyExpiry() {
         boolean tornDown;
         try {
-            tornDown = channel.expireHandshake(timeout); // decided under the channel's lock, against the first frame
+            tornDown = channel.expireHandshake(timeout);
         } catch (RuntimeException | Error e) {
             if (RELEASE_FAILED.admit()) { // a peer that never completes its handshake gets here at will
                 LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);

@@ -53,13 +53,15 @@ import dev.artemisrdma.transport.wire.Handshake;
  * </ul>
  *
  * <p>Threads, one owner per part. The lifecycle, the resources, the send side and the membership are guarded by
- * {@link #lock}: writers, rdma_cm's event thread, the transport's timer and the completion loop all take it (the fabric
- * forbids concurrent posts on one queue pair, and the loop posts reposts and credit frames too). The receive side is
- * the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once per batch,
- * in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop thread polls
- * for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are made on the
- * loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot deadlock
- * against a callback.
+ * {@link #lock}: writers, the thread setting the connection up, and the completion loop take it (the fabric forbids
+ * concurrent posts on one queue pair, and the loop posts reposts and credit frames too). rdma_cm's event thread, the
+ * transport's timer and closers do not: they ask the loop ({@link ChannelCommands}), which carries their requests out
+ * in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move). The receive
+ * side is the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once
+ * per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
+ * thread polls for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are
+ * made on the loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot
+ * deadlock against a callback.
  *
  * <p>Memory. One registration per connection holds the receive slots ({@code slots * slotSize}) followed by the
  * send headers ({@link TransportConfig#SEND_HEADER_STRIDE} per send ring slot). It is released only after the queue
@@ -110,18 +112,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     private final SharedReceiveMembership shared;
     private final ChannelResources resources;
     private final ChannelLifecycle life;
+    /** What other threads ask of the channel, carried out on its loop (see {@link #runCommands}). */
+    private final ChannelCommands commands;
 
     private final HandlerSlot handler;
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
-    /**
-     * rdma_cm said ESTABLISHED and left the making of the handler and the open to the loop's tick (see openOnLoop);
-     * written under {@link #lock}, volatile for the tick's look without it.
-     */
-    private volatile boolean openOnLoop;
-    /** A peer's disconnect that came while {@link #openOnLoop}: applied right after the open (under the lock). */
-    private String disconnectAfterOpen;
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
@@ -162,6 +159,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         this.resources = new ChannelResources(id);
         this.life = new ChannelLifecycle(id, remote, config, send, receive, shared, resources,
                 () -> resources.release(send, receive, shared, this));
+        this.commands = new ChannelCommands(this, resources);
     }
 
     /** States TLS in this side's handshake ({@link Handshake#FEATURE_TLS}); before the handshake leaves. */
@@ -309,31 +307,23 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         };
     }
 
+    /**
+     * rdma_cm's events for this channel's queue pair (the connection manager's thread, or the device's event thread):
+     * each is handed to the channel's loop, which carries it out ({@link #runCommands}). The passive side's handler
+     * is made there too: the application's {@code onAccepted} (for Artemis a {@code Connection}, with its plugins)
+     * may take as long as it likes on the loop; on this thread it would hold every connection event of the fabric
+     * (issue 37, hole 6).
+     */
     public QueuePairEvents events() {
         return new QueuePairEvents() {
             @Override
             public void established(QueuePair queuePair) {
-                if (handler.toMake()) {
-                    openOnLoop();
-                    return;
-                }
-                onEstablished();
+                commands.established();
             }
 
             @Override
             public void disconnected(QueuePair queuePair, String reason) {
-                lock.lock();
-                try {
-                    if (openOnLoop) {
-                        // rdma_cm said ESTABLISHED and the loop has not opened the channel yet: it disconnects right
-                        // after the open, in the order rdma_cm reported them (see openOnLoop())
-                        disconnectAfterOpen = reason;
-                        return;
-                    }
-                    life.peerDisconnected(reason);
-                } finally {
-                    lock.unlock();
-                }
+                commands.disconnected(reason);
             }
         };
     }
@@ -432,46 +422,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         onEstablished();
     }
 
-    /**
-     * rdma_cm's ESTABLISHED for a passive channel whose handler is still to be made (connection-manager thread): the
-     * handler is made, and the channel opened, on the channel's completion loop at its next tick, which this wakes.
-     * The application's {@code onAccepted} (for Artemis a {@code Connection}, with its plugins) may take as long as it
-     * likes there; on this thread it would hold every connection event of the fabric, and when the peer's first frame
-     * had the loop making it already, this thread would wait for the loop (issue 37, hole 6). The loop may also be the
-     * one making it now: then its tick finds the channel open and does nothing.
-     */
-    private void openOnLoop() {
-        lock.lock();
-        try {
-            openOnLoop = true;
-        } finally {
-            lock.unlock();
-        }
-        CompletionLoop loop = resources.loop();
-        if (loop != null) {
-            loop.wake(); // ticks every channel of the loop, this one included
-        } // else never bound: nothing to open (released, or its loop failed and released it)
-    }
-
-    /**
-     * The loop's half of {@link #openOnLoop()}: makes the handler and opens, then applies a peer's disconnect that
-     * rdma_cm reported meanwhile, so that it follows the open as it followed ESTABLISHED.
-     */
-    private void openOnTick() {
-        onEstablished();
-        lock.lock();
-        try {
-            openOnLoop = false;
-            String reason = disconnectAfterOpen;
-            disconnectAfterOpen = null;
-            if (reason != null) {
-                life.peerDisconnected(reason);
-            }
-        } finally {
-            lock.unlock();
-        }
-    }
-
+    /** Established: the handler made if it is still to be made (outside the lock), then the channel opens. */
     private void onEstablished() {
         FabricException refused = handlerReady();
         lock.lock();
@@ -519,16 +470,23 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     /**
-     * The handshake deadline passed (timer thread); see {@link ChannelLifecycle#expireHandshake}. Returns whether the
-     * deadline released the channel.
+     * The handshake deadline passed (timer thread): the channel's loop decides, in {@link #runCommands}, after an
+     * ESTABLISHED that came first, and calls {@link HandshakeDeadline#applyExpiry}.
+     */
+    void handshakeExpired(HandshakeDeadline deadline) {
+        commands.handshakeExpired(deadline);
+    }
+
+    /**
+     * The handshake deadline's decision, on the loop (see {@link ChannelLifecycle#expireHandshake}). Returns whether
+     * the deadline tore the channel down.
      */
     boolean expireHandshake(java.time.Duration timeout) {
         FabricException why;
         boolean releasedHere;
         lock.lock();
         try {
-            // rdma_cm said ESTABLISHED and the loop is about to open it: established, not expired
-            why = openOnLoop ? null : life.expireHandshake(timeout);
+            why = life.expireHandshake(timeout);
             if (why == null) {
                 return false;
             }
@@ -698,7 +656,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         frame.startFrame(length);
         lock.lock();
         try {
-            if (!life.acceptsWrites()) {
+            if (!acceptsWrites()) {
                 frame.releaseFromChannel();
                 throw life.closedException();
             }
@@ -832,31 +790,66 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     @Override
     public boolean isOpen() {
-        return life.acceptsWrites();
+        return acceptsWrites();
     }
 
-    /** Orderly close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} whatever the peer does. */
+    /** Neither closing nor closed, and no close asked for (any thread: three volatile reads). */
+    private boolean acceptsWrites() {
+        return life.acceptsWrites() && !commands.closeAsked();
+    }
+
+    /**
+     * Orderly close, carried out by the channel's loop; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS}
+     * whatever the peer does.
+     */
     @Override
     public void close() {
-        lock.lock();
-        try {
-            life.requestClose();
-        } finally {
-            lock.unlock();
-        }
+        commands.close();
         life.awaitClosed(life.closeWaitNanos());
     }
 
-    /** Immediate close; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS} like {@link #close()}. */
+    /** Immediate close, carried out by the loop; returns within closeTimeout + {@link #CLOSE_GRACE_NANOS}. */
     @Override
     public void forceClose() {
+        commands.forceClose();
+        life.awaitClosed(life.closeWaitNanos());
+    }
+
+    /**
+     * Carries out what other threads asked ({@link ChannelCommands}): rdma_cm's events first, in the order it reports
+     * them (ESTABLISHED before DISCONNECTED), with the handshake deadline after ESTABLISHED (whichever of the two
+     * reached the channel, an open channel outlives its deadline), then the local requests, close before forceClose.
+     * On the loop thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline
+     * runs.
+     */
+    @Override
+    public boolean runCommands(int requests) {
+        if ((requests & ChannelCommands.ESTABLISHED) != 0) {
+            onEstablished();
+        }
+        if ((requests & ChannelCommands.HANDSHAKE_EXPIRED) != 0) {
+            commands.expiry().applyExpiry();
+        }
         lock.lock();
         try {
-            life.requestForceClose();
+            if ((requests & ChannelCommands.DISCONNECTED) != 0) {
+                life.peerDisconnected(commands.disconnectReason());
+            }
+            if ((requests & ChannelCommands.CLOSE) != 0) {
+                life.requestClose();
+            }
+            if ((requests & ChannelCommands.FORCE_CLOSE) != 0) {
+                life.requestForceClose();
+            }
+            return life.deadlineRunning();
         } finally {
             lock.unlock();
         }
-        life.awaitClosed(life.closeWaitNanos());
+    }
+
+    /** Whether requests of other threads wait for the loop (tests). */
+    boolean commandsPending() {
+        return commands.pending();
     }
 
     boolean isClosed() {
@@ -875,6 +868,16 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         lock.lock();
         try {
             return life.cause();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** State moves made off the channel's loop thread while it had one (for tests: see ChannelLifecycle). */
+    int movesOffLoop() {
+        lock.lock();
+        try {
+            return life.movesOffLoop();
         } finally {
             lock.unlock();
         }
@@ -926,7 +929,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         lock.lock();
         try {
             return id + " " + life.state() + " " + send.debugState() + " receives="
-                    + resources.receivesOutstanding() + " " + shared;
+                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop();
         } finally {
             lock.unlock();
         }
@@ -950,12 +953,10 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             return false;
         }
         touched = true;
-        if (openOnLoop) {
-            // rdma_cm said ESTABLISHED before these completions (a frame, or the flushes of the peer's disconnect):
-            // open first, as that thread did when it made the handler itself, so a peer that connects and leaves
-            // at once is still an accepted connection that closed
-            openOnTick();
-        }
+        // rdma_cm said ESTABLISHED before these completions (a frame, or the flushes of the peer's disconnect): open
+        // first, as that thread did when it made the handler itself, so a peer that connects and leaves at once is
+        // still an accepted connection that closed
+        commands.runPending();
         return true;
     }
 
@@ -1138,9 +1139,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      */
     @Override
     public boolean tick(long now) {
-        if (openOnLoop) {
-            openOnTick(); // see openOnLoop(): the handler is made here, on the loop thread
-        }
         boolean notifyWritable;
         boolean notifyClosed;
         boolean pending;

@@ -5,6 +5,7 @@ import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -26,7 +27,9 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * A thread that owns one completion queue on one device, shared by many channels. It polls completions in
  * batches, maps each back to its channel and slot through the work request id (channel index in the high 32 bits,
  * receive bit and slot below: no lookup structure, no allocation), then lets every channel the batch touched
- * apply it ({@link LoopChannel#endOfBatch}).
+ * apply it ({@link LoopChannel#endOfBatch}). Other threads do not change a channel's state themselves: they ask the
+ * loop through the channel's {@link Mailbox} ({@link #post}), and the loop runs the requests at its next tick, or
+ * ahead of the channel's next batch ({@link LoopChannel#runCommands}).
  *
  * <p>When idle it may spin (busy-poll) for a while, a window that {@link SpinPolicy} adapts between 0 and
  * {@code busyPollMicros} to whether spinning pays (or all of it, or none, as {@code busyPollMode} says), and only while the transport's {@link SpinBudget} (one core's
@@ -86,6 +89,9 @@ public final class CompletionLoop implements Runnable {
     /** How long the final drain lets channels still closing finish (their drain deadlines are 5 s). */
     private static final long FINAL_DRAIN_MILLIS = 10_000;
 
+    /** Marks an inbox that takes no more mailboxes: the thread has ended, or is ending (see {@link #closeInbox}). */
+    private static final Mailbox INBOX_CLOSED = new Mailbox(null);
+
     /** Where a channel landed: its loop and its index there. */
     public record Assignment(CompletionLoop loop, int index) {
     }
@@ -123,6 +129,14 @@ public final class CompletionLoop implements Runnable {
     private volatile boolean handling;
     /** Channels whose writers left their flush to the loop (see {@link #handling}). */
     private final ConcurrentLinkedQueue<LoopChannel> flushRequests = new ConcurrentLinkedQueue<>();
+    /**
+     * The channels' mailboxes with requests for this thread (see {@link #post}): a stack that any thread pushes onto
+     * with a compare-and-set and the loop thread takes whole with one exchange, then runs in the order the channels
+     * asked (a stack is last-in-first-out: reversed first, so that two connections established one after the other
+     * are opened, and their applications told, in that order); nothing is allocated per request. Each channel's
+     * requests are bits it runs in its own order.
+     */
+    private final AtomicReference<Mailbox> inbox = new AtomicReference<>();
     private final Object registry = new Object();
     /** Freed indexes are reused last-in-last-out, so a stale completion is unlikely to find a new channel. */
     private final ArrayDeque<Integer> freeIndexes = new ArrayDeque<>();
@@ -357,6 +371,80 @@ public final class CompletionLoop implements Runnable {
     }
 
     /**
+     * Queues {@code mailbox}, which {@link Mailbox#add} has just marked queued, for this loop's thread, which runs its
+     * requests at its next tick ({@link LoopChannel#runCommands}), and wakes the thread. Returns false when the loop
+     * takes no more requests (its thread has ended, or is ending and has run what it was given): the caller then runs
+     * them itself ({@link Mailbox#takeAll}). Any thread; once per mailbox queued, so cheap enough for rare events
+     * (rdma_cm's, a deadline, a close), not for the data path.
+     */
+    public boolean post(Mailbox mailbox) {
+        for (;;) {
+            Mailbox head = inbox.get();
+            if (head == INBOX_CLOSED) {
+                return false;
+            }
+            mailbox.next = head;
+            if (inbox.compareAndSet(head, mailbox)) {
+                break;
+            }
+        }
+        wake();
+        return true;
+    }
+
+    /** Runs the requests in the inbox (loop thread); returns whether a channel has a deadline running after them. */
+    private boolean runInbox() {
+        Mailbox head = inbox.get();
+        if (head == null || head == INBOX_CLOSED) {
+            return false;
+        }
+        return runRequests(inbox.getAndSet(null)); // only this thread closes the inbox: it is not closed now
+    }
+
+    /** The inbox takes no more mailboxes; what it held runs now (loop thread, as it ends or dies). */
+    private void closeInbox() {
+        Mailbox head = inbox.getAndSet(INBOX_CLOSED);
+        if (head != INBOX_CLOSED) {
+            runRequests(head);
+        }
+    }
+
+    private boolean runRequests(Mailbox newestFirst) {
+        boolean pending = false;
+        Mailbox m = inArrivalOrder(newestFirst);
+        while (m != null) {
+            Mailbox next = m.next;
+            m.next = null; // before takeAll: from then on another thread may queue it again
+            int requests = m.takeAll();
+            if (requests != 0) {
+                try {
+                    pending |= m.owner().runCommands(requests);
+                } catch (RuntimeException e) {
+                    pending = true;
+                    if (CHANNEL_FAILED.admit()) {
+                        LOG.error("{}: channel {} failed on the requests of other threads", name, m.owner().id(), e);
+                    }
+                }
+            }
+            m = next;
+        }
+        return pending;
+    }
+
+    /** Reverses the stack taken from the inbox (loop thread: every mailbox in it is marked queued, so none moves). */
+    private static Mailbox inArrivalOrder(Mailbox newestFirst) {
+        Mailbox oldestFirst = null;
+        Mailbox m = newestFirst;
+        while (m != null) {
+            Mailbox next = m.next;
+            m.next = oldestFirst;
+            oldestFirst = m;
+            m = next;
+        }
+        return oldestFirst;
+    }
+
+    /**
      * The device failed this loop's shared receive queue (IBV_EVENT_SRQ_ERR): its connections' peers may send into a
      * queue with no receive and retry for ever, so the loop dies at its next poll and fails them all with the
      * reason; new connections get a fresh loop and pool. Called on the device's event thread.
@@ -588,6 +676,9 @@ public final class CompletionLoop implements Runnable {
         }
         LOG.error("{}: completion loop on {} died; taken out of service, failing its {} connections", name,
                 device.name(), channelCount, e);
+        // first, before the owner hears of it: what other threads asked of the channels before the loop died runs
+        // with its own cause (a handshake deadline, a close), as on a loop that is gone; from now on they run it
+        closeInbox();
         try {
             onFailure.accept(this);
         } catch (RuntimeException | Error t) {
@@ -742,11 +833,12 @@ public final class CompletionLoop implements Runnable {
     }
 
     /**
-     * Ticks the shared pool and every channel, and recalls grown windows when the pool asks; returns whether any has a
+     * Runs what other threads asked of the channels ({@link #post}), then ticks the shared pool and every channel,
+     * and recalls grown windows when the pool asks; returns whether any has a
      * deadline running or work pending.
      */
     private boolean tick(long now) {
-        boolean pending = false;
+        boolean pending = runInbox(); // first: a close or an event asked for since the last tick is ticked at once
         SharedReceivePool shared = pool;
         boolean recall = false;
         if (shared != null) {
@@ -787,6 +879,8 @@ public final class CompletionLoop implements Runnable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        // what other threads asked runs now, before the channels still here are released; from now on they run it
+        closeInbox();
         int left = load();
         if (left > 0) {
             // nobody will poll for them any more: released here and now, as when a loop dies, so that the queue and

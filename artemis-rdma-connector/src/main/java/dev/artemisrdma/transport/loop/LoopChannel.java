@@ -13,7 +13,7 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  *
  * <p>Every method runs on the loop's thread, except {@link #sharesReceives}, {@link #sharedWindowGrows} and
  * {@link #useSharedPool}, which run in the loop's register, on the thread binding the channel (under the channel's
- * lock).
+ * lock), and {@link #runCommands}, which a loop that is gone leaves to the asking thread.
  */
 public interface LoopChannel {
 
@@ -53,6 +53,13 @@ public interface LoopChannel {
 
     /** The loop's shared pool needs receives back: asks the peer to keep at most {@code keep}. */
     void recall(int keep);
+
+    /**
+     * Runs what other threads asked of the channel through its {@link Mailbox} ({@code requests}: the bits it
+     * defines); returns whether the channel has a deadline running. On the loop thread, or on the asking thread
+     * where the loop refused the mailbox ({@link CompletionLoop#post}).
+     */
+    boolean runCommands(int requests);
 
     /** Periodic deadlines; returns whether the channel has a deadline running or work pending. */
     boolean tick(long now);

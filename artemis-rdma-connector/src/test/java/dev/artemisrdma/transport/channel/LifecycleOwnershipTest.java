@@ -122,6 +122,8 @@ class LifecycleOwnershipTest {
 
     @Test
     void aChannelWaitingForItsLoopToReleaseItIsReleasedWhenTheLoopDies() throws Exception {
+        // since issue 39 the deadline no longer moves b to RELEASING on the timer's thread: the loop does; what waits
+        // for the dying loop is the expiry itself
         FakeFabric fabric = new FakeFabric();
         RdmaTransport server = RdmaTransport.create(fabric, small().completionThreads(1)
                 .handshakeTimeout(Duration.ofMillis(150)).build());
@@ -141,9 +143,12 @@ class LifecycleOwnershipTest {
         fabric.beforeAcceptPrepare(qpn -> {
             try {
                 RdmaChannelImpl b = (RdmaChannelImpl) acceptor.accepted.get(1);
-                // the deadline passes: b waits for its (held) loop to release its memory and loop slot
-                Peers.await("the deadline to release b", 5000, () -> b.state() == ChannelState.RELEASING);
-                // then the loop dies at its next poll, before any tick could release b
+                // the deadline passes: its expiry waits for b's (held) loop, which alone tears b down and releases
+                // its memory and loop slot
+                Peers.await("the deadline to ask b's loop", 5000, b::commandsPending);
+                assertEquals(ChannelState.CONNECTING, b.state(), "the timer moved b itself");
+                // then the loop dies at its next poll, before any tick could run the expiry: dying, it must still
+                // run it, and release b (nobody else would)
                 fabric.failNextPoll(serverA.qpNumber(), new FabricException("ibv_poll_cq failed (EIO)"));
                 busy.release.countDown();
                 Peers.await("the loop to die", 5000,

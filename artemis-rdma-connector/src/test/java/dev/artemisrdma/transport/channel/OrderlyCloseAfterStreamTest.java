@@ -54,10 +54,12 @@ class OrderlyCloseAfterStreamTest {
     }
 
     /**
-     * The goodbye is posted while the closing side's completion loop is busy (its handler holds a frame of the
-     * peer); meanwhile the peer's frames land in our receives. When the loop gets to them, their reposts are credit
-     * owed past the threshold, but nothing may be sent after the goodbye: a credit frame there is unsignaled, no
-     * completion would ever retire it, and the close waited for closeTimeout with 0 frames unsent.
+     * The close is asked while the closing side's completion loop is busy (its handler holds a frame of the peer);
+     * meanwhile the peer's frames land in our receives. The loop carries the close out, goodbye included, ahead of
+     * the batch that brings them (a request of another thread runs before the channel's next completions), so their
+     * reposts are credit owed past the threshold after the goodbye: nothing may be sent after it (a credit frame
+     * there is unsignaled, no completion would ever retire it, and the close waited for closeTimeout with 0 frames
+     * unsent). Before issue 39 the closing thread posted the goodbye itself, with the same outcome to guard.
      */
     @Test
     void creditOwedAfterTheGoodbyeDoesNotHoldTheClose() throws Exception {
@@ -82,13 +84,14 @@ class OrderlyCloseAfterStreamTest {
                 long goodbyes = server.stats().creditFramesReceived();
                 CompletableFuture<Long> closing = CompletableFuture.supplyAsync(() -> {
                     long start = System.nanoTime();
-                    client.close(); // posts the goodbye from this thread: the loop is busy
+                    client.close(); // asks the loop, which is busy: it says goodbye once the handler lets it go
                     return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
                 });
-                Peers.await("the goodbye at the peer", 5000,
-                        () -> server.stats().creditFramesReceived() > goodbyes);
+                Peers.await("the close asked of the busy loop", 5000, ((RdmaChannelImpl) client)::commandsPending);
                 Thread.sleep(100); // the peer's frames, posted before the goodbye, land in the client's receives
                 clientSide.release.countDown();
+                Peers.await("the goodbye at the peer", 5000,
+                        () -> server.stats().creditFramesReceived() > goodbyes);
                 long tookMillis = closing.get(10, TimeUnit.SECONDS);
                 String state = "client " + ((RdmaChannelImpl) client).debugState() + " " + client.stats();
                 assertTrue(tookMillis < 1000, "close took " + tookMillis + " ms, closeTimeout "

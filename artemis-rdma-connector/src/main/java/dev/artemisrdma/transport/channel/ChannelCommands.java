@@ -1,0 +1,123 @@
+package dev.artemisrdma.transport.channel;
+
+import java.util.concurrent.atomic.AtomicReference;
+
+import dev.artemisrdma.transport.loop.CompletionLoop;
+import dev.artemisrdma.transport.loop.LoopChannel;
+import dev.artemisrdma.transport.loop.Mailbox;
+
+/**
+ * What other threads ask of a channel, carried to its completion loop, which alone carries it out (Aeron's proxy:
+ * the asking thread offers, the owner applies): rdma_cm's ESTABLISHED and DISCONNECTED (the connection manager's
+ * thread, or the device's event thread), the handshake deadline (the transport's timer), close and forceClose (any
+ * thread). Each is one bit of the channel's {@link Mailbox}, and what it carries (the reason, the deadline) waits
+ * here beside it; the loop runs them in {@link RdmaChannelImpl#runCommands}, in the order documented there.
+ *
+ * <p>Where they run. On the loop thread: at its next tick (the post wakes it), or ahead of the channel's next batch
+ * of completions ({@link #runPending}). Called on the loop thread itself (a handler that closes its channel), a
+ * request runs at once, as a direct call would. Where no loop polls for the channel (it is not bound yet, or its loop
+ * has ended or died and refuses the post), the asking thread runs it, under the channel's lock, as before the loop
+ * owned it.
+ *
+ * <p>Threads: any thread asks; the fields are written before the post that publishes them. {@link #closeAsked} is
+ * the writers' gate: set by the closing thread before it asks, never cleared, so that a write after close() is
+ * refused even before the loop has run the close.
+ */
+final class ChannelCommands {
+
+    /** rdma_cm said ESTABLISHED: the handler is made (passive side) and the channel opens. */
+    static final int ESTABLISHED = 1;
+    /** The handshake deadline passed: the channel is torn down unless it opened. */
+    static final int HANDSHAKE_EXPIRED = 1 << 1;
+    /** rdma_cm said DISCONNECTED (or the device's event did): the drain begins, the peer's last frames delivered. */
+    static final int DISCONNECTED = 1 << 2;
+    /** An orderly close. */
+    static final int CLOSE = 1 << 3;
+    /** An immediate close. */
+    static final int FORCE_CLOSE = 1 << 4;
+
+    private final LoopChannel channel;
+    private final ChannelResources resources;
+    private final Mailbox mailbox;
+    /**
+     * The first disconnect's reason: the one the channel would have heard first (a device's port event before the
+     * "peer disconnected" that our own disconnect, which it caused, brings back); later ones change nothing.
+     */
+    private final AtomicReference<String> disconnectReason = new AtomicReference<>();
+    private volatile HandshakeDeadline expiry;
+    private volatile boolean closeAsked;
+
+    ChannelCommands(LoopChannel channel, ChannelResources resources) {
+        this.channel = channel;
+        this.resources = resources;
+        this.mailbox = new Mailbox(channel);
+    }
+
+    void established() {
+        post(ESTABLISHED);
+    }
+
+    void disconnected(String reason) {
+        disconnectReason.compareAndSet(null, reason);
+        post(DISCONNECTED);
+    }
+
+    void handshakeExpired(HandshakeDeadline deadline) {
+        expiry = deadline;
+        post(HANDSHAKE_EXPIRED);
+    }
+
+    void close() {
+        closeAsked = true;
+        post(CLOSE);
+    }
+
+    void forceClose() {
+        closeAsked = true;
+        post(FORCE_CLOSE);
+    }
+
+    /** A close or forceClose was asked for: no write is taken any more (any thread, one volatile read). */
+    boolean closeAsked() {
+        return closeAsked;
+    }
+
+    String disconnectReason() {
+        return disconnectReason.get();
+    }
+
+    HandshakeDeadline expiry() {
+        return expiry;
+    }
+
+    /**
+     * Loop thread, ahead of a batch of the channel's completions: runs what is pending now, so that the completions
+     * meet the channel as the events before them left it (rdma_cm's ESTABLISHED before the peer's first frames, a
+     * DISCONNECTED before the flushes it explains). One volatile read when nothing is pending.
+     */
+    boolean runPending() {
+        return mailbox.pending() && channel.runCommands(mailbox.take());
+    }
+
+    /** Whether requests wait for the loop (tests). */
+    boolean pending() {
+        return mailbox.pending();
+    }
+
+    /**
+     * Carries {@code request} to the loop; see the class comment for where it runs. The thread that marks the
+     * mailbox queued is the one that must see it run: posted, or run here when the loop refuses it.
+     */
+    private void post(int request) {
+        CompletionLoop loop = resources.loop();
+        boolean onLoop = loop != null && loop.isLoopThread();
+        if (mailbox.add(request)) {
+            if (loop != null && !onLoop && loop.post(mailbox)) {
+                return;
+            }
+            channel.runCommands(mailbox.takeAll());
+        } else if (onLoop) {
+            channel.runCommands(mailbox.take()); // queued in the inbox too, where the loop will find nothing left
+        }
+    }
+}

@@ -1,0 +1,256 @@
+package dev.artemisrdma.transport.channel;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+import dev.artemisrdma.transport.ChannelAcceptor;
+import dev.artemisrdma.transport.Connection;
+import dev.artemisrdma.transport.FakeFabric;
+import dev.artemisrdma.transport.Peers;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
+import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
+
+/**
+ * Issue 39, first slice: rdma_cm's events, the handshake deadline and close/forceClose reach a channel as requests
+ * to its completion loop ({@link ChannelCommands}), and only the loop moves the channel's state for them. Each test
+ * counts the state moves made off the loop thread ({@link RdmaChannelImpl#movesOffLoop}): the active side's open on
+ * the connecting thread is the one left (its own slice), so the counts are taken after the connection is up.
+ */
+class ChannelCommandsTest {
+
+    private static TransportConfig config() {
+        return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8)
+                .slotSize(1024).closeTimeout(Duration.ofSeconds(2)).connectTimeout(Duration.ofSeconds(5)).build();
+    }
+
+    /** A recorder that counts its onClosed calls and the threads they came on. */
+    private static final class Closes extends Peers.Recorder {
+        final AtomicInteger calls = new AtomicInteger();
+        final List<String> threads = new CopyOnWriteArrayList<>();
+
+        @Override
+        public void onClosed(RdmaChannel channel, FabricException cause) {
+            calls.incrementAndGet();
+            threads.add(Thread.currentThread().getName());
+            super.onClosed(channel, cause);
+        }
+    }
+
+    @Test
+    void aCloseAskedOnAnotherThreadIsCarriedOutByTheLoop() throws Exception {
+        Closes clientSide = new Closes();
+        Closes serverSide = new Closes();
+        try (Connection c = new Connection(new FakeFabric(), config(), config(), serverSide, clientSide)) {
+            RdmaChannelImpl client = (RdmaChannelImpl) c.client;
+            RdmaChannelImpl server = (RdmaChannelImpl) c.serverChannel;
+            c.client.write(ByteBuffer.wrap(new byte[] {1, 2, 3}), true);
+            Peers.await("the frame", 5000, () -> serverSide.count() == 1);
+            int clientBefore = client.movesOffLoop();
+            int serverBefore = server.movesOffLoop();
+
+            c.client.close(); // this thread asks; the client's loop says goodbye, disconnects, drains and releases
+            assertTrue(client.isClosed(), "close() returned before the loop released the channel");
+            Peers.await("the server's channel closed", 5000, server::isClosed);
+            assertNull(clientSide.closed.get(5, TimeUnit.SECONDS), "a clean local close has no cause");
+            FabricException peerCause = serverSide.closed.get(5, TimeUnit.SECONDS);
+            assertTrue(peerCause.getMessage().contains("closed the connection"), peerCause.getMessage());
+            assertEquals(clientBefore, client.movesOffLoop(), "the closing thread moved the client's channel");
+            assertEquals(serverBefore, server.movesOffLoop(),
+                    "rdma_cm's DISCONNECTED moved the server's channel on the event thread");
+            assertEquals(1, clientSide.calls.get());
+            assertEquals(1, serverSide.calls.get());
+        }
+    }
+
+    /**
+     * The loop is busy (its handler holds a frame): a forceClose from another thread waits for it. Writes are refused
+     * at once, but the state stays where it was until the loop runs the request, and then it moves there.
+     */
+    @Test
+    void aForceCloseWaitsForABusyLoopAndWritesAreRefusedMeanwhile() throws Exception {
+        Peers.HoldingRecorder clientSide = new Peers.HoldingRecorder();
+        try (Connection c = new Connection(new FakeFabric(), config(), config(), new Peers.Recorder(), clientSide)) {
+            RdmaChannelImpl client = (RdmaChannelImpl) c.client;
+            c.serverChannel.write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(clientSide.inHandler.await(5, TimeUnit.SECONDS), "the client's loop busy in its handler");
+            int before = client.movesOffLoop();
+
+            CompletableFuture<Void> closing = CompletableFuture.runAsync(client::forceClose);
+            Peers.await("the forceClose asked of the busy loop", 5000, client::commandsPending);
+            assertFalse(client.isOpen(), "a write after forceClose() would be taken");
+            assertThrows(FabricException.class, () -> client.write(ByteBuffer.wrap(new byte[] {2}), true));
+            Thread.sleep(50);
+            assertEquals(ChannelState.OPEN, client.state(), "a thread other than the loop moved the channel");
+
+            clientSide.release.countDown();
+            closing.get(10, TimeUnit.SECONDS);
+            Peers.await("the client's channel closed", 5000, client::isClosed);
+            assertEquals(before, client.movesOffLoop(), "the forcing thread moved the channel");
+            // rdma_cm's DISCONNECTED for our own disconnect may come after the release: the loop still runs it
+            Peers.await("nothing left for the loop", 5000, () -> !client.commandsPending());
+        } finally {
+            clientSide.release.countDown();
+        }
+    }
+
+    /**
+     * rdma_cm's DISCONNECTED (the server forces its side shut) races the client's own orderly close, both asked
+     * from threads that are not the client's loop, round after round: each side ends closed, each handler hears it
+     * once, on its loop, and nothing is left behind.
+     */
+    @Test
+    void aDisconnectRacingACloseEndsOnceOnEachSide() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, config());
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
+            for (int round = 0; round < 30; round++) {
+                Closes serverSide = new Closes();
+                Closes clientSide = new Closes();
+                CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
+                RdmaServer listener = serverTransport.listen(Peers.serverAddress(),
+                        Peers.admitting(ch -> { }, accepted::complete, serverSide));
+                RdmaChannelImpl client = (RdmaChannelImpl) clientTransport.connect(listener.localAddress(),
+                        clientSide);
+                RdmaChannelImpl server = (RdmaChannelImpl) accepted.get(5, TimeUnit.SECONDS);
+                Peers.await("the server's channel open", 5000, () -> server.state() == ChannelState.OPEN);
+                client.write(ByteBuffer.wrap(Peers.payload(round, 0, 100)), round % 2 == 0);
+                int clientBefore = client.movesOffLoop();
+                int serverBefore = server.movesOffLoop();
+
+                CountDownLatch go = new CountDownLatch(1);
+                CompletableFuture<Void> closing = CompletableFuture.runAsync(() -> {
+                    await(go);
+                    client.close();
+                });
+                CompletableFuture<Void> forcing = CompletableFuture.runAsync(() -> {
+                    await(go);
+                    server.forceClose();
+                });
+                go.countDown();
+                closing.get(10, TimeUnit.SECONDS);
+                forcing.get(10, TimeUnit.SECONDS);
+
+                Peers.await("both channels closed in round " + round, 5000,
+                        () -> client.isClosed() && server.isClosed());
+                clientSide.closed.get(5, TimeUnit.SECONDS);
+                serverSide.closed.get(5, TimeUnit.SECONDS);
+                Thread.sleep(20); // a second notice would come now
+                String state = "round " + round + ": " + client.debugState() + " / " + server.debugState();
+                assertEquals(1, clientSide.calls.get(), state);
+                assertEquals(1, serverSide.calls.get(), state);
+                assertTrue(clientSide.threads.get(0).contains("-cq"), clientSide.threads + " " + state);
+                assertTrue(serverSide.threads.get(0).contains("-cq"), serverSide.threads + " " + state);
+                assertEquals(clientBefore, client.movesOffLoop(), state);
+                assertEquals(serverBefore, server.movesOffLoop(), state);
+                listener.close();
+            }
+            Peers.await("queue pairs destroyed", 5000, () -> fabric.liveQueuePairs() == 0);
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /** The timer only asks: the loop tears an unfinished handshake down, and releases it. */
+    @Test
+    void aHandshakeDeadlineIsCarriedOutByTheLoop() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig serverConfig = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).handshakeTimeout(Duration.ofMillis(100)).build();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, TransportConfig.builder()
+                     .sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0)
+                     .connectTimeout(Duration.ofSeconds(2)).build())) {
+            CompletableFuture<RdmaChannel> admitted = new CompletableFuture<>();
+            Peers.Recorder serverSide = new Peers.Recorder();
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(),
+                    Peers.admitting(admitted::complete, serverSide));
+            fabric.stallHandshakes(true);
+            Thread stalled = Peers.stalledConnect(clientTransport, listener.localAddress());
+            RdmaChannelImpl server = (RdmaChannelImpl) admitted.get(5, TimeUnit.SECONDS);
+            Peers.await("the channel released at the deadline", 5000, server::isClosed);
+            FabricException why = server.closeCause();
+            assertNotNull(why);
+            assertTrue(why.getMessage().contains("did not complete its handshake"), why.getMessage());
+            assertEquals(0, server.movesOffLoop(), "the timer (or the accepting thread) moved the channel");
+            assertFalse(serverSide.closed.isDone(), "never established: no handler, nothing to tell");
+            stalled.join(5000);
+            fabric.stallHandshakes(false);
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /**
+     * Connections established one after the other while their loop is busy wait for it in its inbox, and are opened
+     * (their application told) in the order they were established, not the inbox's last-in-first-out.
+     */
+    @Test
+    void connectionsEstablishedWhileTheLoopIsBusyAreAcceptedInTheirOrder() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).completionThreads(1).build();
+        Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
+        List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
+        List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
+                @Override
+                public void admit(RdmaChannel channel) {
+                    admitted.add(channel);
+                }
+
+                @Override
+                public ChannelHandler onAccepted(RdmaChannel channel) {
+                    accepted.add(channel);
+                    return accepted.size() == 1 ? busy : new Peers.Recorder();
+                }
+            });
+            RdmaChannel first = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+            Peers.await("the first accepted", 5000, () -> accepted.size() == 1);
+            first.write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the server's loop busy in its handler");
+            for (int i = 0; i < 4; i++) {
+                clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+            }
+            Peers.await("four more requests admitted", 5000, () -> admitted.size() == 5);
+            Thread.sleep(50);
+            assertEquals(1, accepted.size(), "a handler was made off the busy loop");
+            busy.release.countDown();
+            Peers.await("all accepted", 5000, () -> accepted.size() == 5);
+            assertEquals(admitted, accepted, "accepted out of the order they were established in");
+        } finally {
+            busy.release.countDown();
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    private static void await(CountDownLatch go) {
+        try {
+            go.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
