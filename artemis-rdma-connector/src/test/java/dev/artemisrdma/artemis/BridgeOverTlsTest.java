@@ -78,6 +78,13 @@ class BridgeOverTlsTest {
                 assertTrue(tlsChannels(b.server()) >= 1, "the bridge's link at B is no TLS channel");
                 assertEquals(0, queued(a.server()), "messages left on A");
             }
+            // site A is gone: its bridge's link at B goes once B has read the close (on a loaded host, not at once),
+            // and only then does B's count of TLS connections say anything about the untrusted site's
+            long gone = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (tlsChannels(b.server()) > 0 && System.nanoTime() < gone) {
+                Thread.sleep(50);
+            }
+            assertEquals(0, tlsChannels(b.server()), "site A's bridge link at B outlived site A");
             try (LogCapture log = new LogCapture();
                  EmbeddedBroker untrusted = site("bridge-source.xml", "untrusted", PORT_UNTRUSTED,
                          "connectorConfigurations.target.params.", Map.of("keyStorePath", "other.p12"))) {
