@@ -59,6 +59,8 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private static final ThreadLocal<HeapScratch> UNWRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
     private static final ThreadLocal<HeapScratch> WRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+    /** Half of TLS's largest record plaintext (2^14 bytes): fewer plaintext bytes than the engine puts in a record. */
+    private static final int HALF_FRAGMENT = 8192;
     /**
      * The one-byte frame a listener sends first once its handshake is done and the peer passed every check: the
      * connector's {@code connect} returns on it, so a certificate the listener refuses fails the connect, not the
@@ -402,12 +404,14 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
             HeapScratch scratch = WRAP_SCRATCH.get();
             ByteBuffer plain = scratch.first(length);
             plain.put(frame).flip();
-            ByteBuffer records = scratch.second(cipherBound(length));
+            int packetSize = engine.getSession().getPacketBufferSize();
+            ByteBuffer records = scratch.second(cipherBound(length, packetSize));
             try {
                 do {
                     SSLEngineResult r = engine.wrap(plain, records);
                     if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
-                        records = grow(records, 2 * engine.getSession().getPacketBufferSize() + plain.remaining());
+                        // records smaller than cipherBound assumed (a peer's record_size_limit): room, kept for next
+                        records = scratch.keepSecond(grow(records, 2 * packetSize + plain.remaining()));
                     } else if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
                         throw new FabricException("connection " + id() + " to " + remoteAddress()
                                 + " is closing: TLS is closed");
@@ -429,11 +433,19 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         }
     }
 
-    /** Room for {@code length} bytes of plaintext as records: about 16 KiB each, plus each record's overhead. */
-    private int cipherBound(int length) {
-        int records = Math.max(1, (length + 16383) / 16384);
-        int overhead = Math.max(256, engine.getSession().getPacketBufferSize() - 16384);
-        return (int) Math.min(Integer.MAX_VALUE, (long) length + (long) records * overhead);
+    /**
+     * Room for {@code length} bytes of plaintext as records. The JDK's engine wraps only into at least
+     * {@code packetSize} bytes of room ({@code getPacketBufferSize()}, 16709 with TLS 1.3), however small the record,
+     * and fills a record with a little less than TLS's 16 KiB (16367 bytes with TLS 1.3): so the room is the
+     * plaintext, each record's overhead (counted as if records carried only 8 KiB, to be safe from the engine's
+     * choice) and one whole packet for the last record. Too little room makes a wrap overflow and the records go
+     * through a fresh heap buffer: it did, at every frame of up to about 15 KiB (3 per 1 KiB JMS message, 33 KiB
+     * allocated each).
+     */
+    static int cipherBound(int length, int packetSize) {
+        long records = Math.max(1, (length + HALF_FRAGMENT - 1L) / HALF_FRAGMENT);
+        int overhead = Math.max(256, packetSize - 2 * HALF_FRAGMENT);
+        return (int) Math.min(Integer.MAX_VALUE, length + records * overhead + packetSize);
     }
 
     @Override
@@ -557,6 +569,14 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
                 second = b;
             }
             return b;
+        }
+
+        /** {@code grown} (a buffer grown from {@link #second}) is kept in its place, if not too large; returned. */
+        ByteBuffer keepSecond(ByteBuffer grown) {
+            if (grown.capacity() <= KEPT_SCRATCH) {
+                second = grown;
+            }
+            return grown;
         }
 
         private static ByteBuffer fit(ByteBuffer kept, int atLeast) {
