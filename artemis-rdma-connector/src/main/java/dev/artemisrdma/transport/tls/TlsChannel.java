@@ -25,6 +25,7 @@ import dev.artemisrdma.transport.api.SendBuffer;
 import dev.artemisrdma.transport.api.TlsEngineFactory;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.LogLimiter;
+import dev.artemisrdma.transport.fabric.SpinningLock;
 import dev.artemisrdma.transport.stats.ChannelCounters;
 import dev.artemisrdma.transport.stats.TransportStats;
 
@@ -36,7 +37,9 @@ import dev.artemisrdma.transport.stats.TransportStats;
  *
  * <p>Threads: {@link #onFrame} and the other wire callbacks come from the wire's completion loop, which alone unwraps.
  * Writers wrap on their own thread under {@link #wrapLock}, which also holds the record order on the wire: a record
- * wrapped first is written first (the wire's write never blocks, so holding the lock across it costs no wait). The
+ * wrapped first is written first (the wire's write never blocks, so holding the lock across it costs no wait). A
+ * writer's wrap and the loop's unwrap meet at the engine, which takes one lock for both: {@link #engineGate} serializes
+ * them before it, spinning (see there). The
  * engine's delegated tasks (certificate checks, key exchange) run on the thread that meets them, as Netty's SslHandler
  * does by default: a handshake costs its completion loop a few milliseconds.
  *
@@ -71,6 +74,20 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private final SSLEngine engine;
     /** Serializes wraps and the wire writes of their records. */
     private final ReentrantLock wrapLock = new ReentrantLock();
+    /**
+     * Taken around each steady-path {@code engine.wrap} (a writer's, under {@link #wrapLock}) and {@code engine.unwrap}
+     * (the completion loop's), and never held while taking another lock. The JDK's engine serializes both on one
+     * {@code ReentrantLock} that parks at once: a writer's wrap and the loop's unwrap of the same connection (the
+     * broker delivering while acknowledgements arrive, a consumer acknowledging while deliveries arrive) met there
+     * often: in 6 s of the host bench's all-out 1 KiB phase (JFR {@code jdk.ThreadPark}) the completion loop parked
+     * 970 times in {@code SSLEngineImpl.unwrap}, the consumer 576 and a broker thread 268 times in {@code wrap} or
+     * {@code getSession}, each a park, a futex wake-up and a context switch. A record's wrap or unwrap lasts a
+     * microsecond or two at 1 KiB: a {@link SpinningLock} waits it out without parking, so the engine's own lock is
+     * free whenever we reach it. ({@code getSession} takes that lock too: hence {@link #packetSize}.)
+     */
+    private final ReentrantLock engineGate = new SpinningLock();
+    /** The engine's {@code getPacketBufferSize()}, read once (the engine takes its lock to answer); under wrapLock. */
+    private int packetSize;
     private final CompletableFuture<Void> handshake = new CompletableFuture<>();
     private final AtomicBoolean closing = new AtomicBoolean();
     /** A listener's application, asked for the handler when the handshake is done; null on a connector's channel. */
@@ -186,7 +203,13 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         ByteBuffer plain = scratch.second(records.remaining());
         try {
             while (records.hasRemaining()) {
-                SSLEngineResult r = engine.unwrap(records, plain);
+                SSLEngineResult r;
+                engineGate.lock();
+                try {
+                    r = engine.unwrap(records, plain);
+                } finally {
+                    engineGate.unlock();
+                }
                 switch (r.getStatus()) {
                     case BUFFER_OVERFLOW -> plain = grow(plain, engine.getSession().getApplicationBufferSize());
                     case BUFFER_UNDERFLOW -> throw new SSLException("a frame of " + records.limit()
@@ -404,13 +427,24 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
             HeapScratch scratch = WRAP_SCRATCH.get();
             ByteBuffer plain = scratch.first(length);
             plain.put(frame).flip();
-            int packetSize = engine.getSession().getPacketBufferSize();
+            int packetSize = this.packetSize;
+            if (packetSize == 0) {
+                packetSize = this.packetSize = engine.getSession().getPacketBufferSize();
+            }
             ByteBuffer records = scratch.second(cipherBound(length, packetSize));
             try {
                 do {
-                    SSLEngineResult r = engine.wrap(plain, records);
+                    SSLEngineResult r;
+                    engineGate.lock();
+                    try {
+                        r = engine.wrap(plain, records);
+                    } finally {
+                        engineGate.unlock();
+                    }
                     if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
-                        // records smaller than cipherBound assumed (a peer's record_size_limit): room, kept for next
+                        // less room than cipherBound gave (records smaller than it assumed, or a packet size that
+                        // changed): room for more, kept for the next frames
+                        packetSize = this.packetSize = engine.getSession().getPacketBufferSize();
                         records = scratch.keepSecond(grow(records, 2 * packetSize + plain.remaining()));
                     } else if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
                         throw new FabricException("connection " + id() + " to " + remoteAddress()
