@@ -25,6 +25,7 @@ import dev.artemisrdma.transport.api.SendBuffer;
 import dev.artemisrdma.transport.api.TlsEngineFactory;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.LogLimiter;
+import dev.artemisrdma.transport.fabric.SpinningLock;
 import dev.artemisrdma.transport.stats.ChannelCounters;
 import dev.artemisrdma.transport.stats.TransportStats;
 
@@ -36,7 +37,9 @@ import dev.artemisrdma.transport.stats.TransportStats;
  *
  * <p>Threads: {@link #onFrame} and the other wire callbacks come from the wire's completion loop, which alone unwraps.
  * Writers wrap on their own thread under {@link #wrapLock}, which also holds the record order on the wire: a record
- * wrapped first is written first (the wire's write never blocks, so holding the lock across it costs no wait). The
+ * wrapped first is written first (the wire's write never blocks, so holding the lock across it costs no wait). A
+ * writer's wrap and the loop's unwrap meet at the engine, which takes one lock for both: {@link #engineGate} serializes
+ * them before it, spinning (see there). The
  * engine's delegated tasks (certificate checks, key exchange) run on the thread that meets them, as Netty's SslHandler
  * does by default: a handshake costs its completion loop a few milliseconds.
  *
@@ -59,6 +62,8 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private static final ThreadLocal<HeapScratch> UNWRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
     private static final ThreadLocal<HeapScratch> WRAP_SCRATCH = ThreadLocal.withInitial(HeapScratch::new);
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+    /** Half of TLS's largest record plaintext (2^14 bytes): fewer plaintext bytes than the engine puts in a record. */
+    private static final int HALF_FRAGMENT = 8192;
     /**
      * The one-byte frame a listener sends first once its handshake is done and the peer passed every check: the
      * connector's {@code connect} returns on it, so a certificate the listener refuses fails the connect, not the
@@ -69,6 +74,20 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
     private final SSLEngine engine;
     /** Serializes wraps and the wire writes of their records. */
     private final ReentrantLock wrapLock = new ReentrantLock();
+    /**
+     * Taken around each steady-path {@code engine.wrap} (a writer's, under {@link #wrapLock}) and {@code engine.unwrap}
+     * (the completion loop's), and never held while taking another lock. The JDK's engine serializes both on one
+     * {@code ReentrantLock} that parks at once: a writer's wrap and the loop's unwrap of the same connection (the
+     * broker delivering while acknowledgements arrive, a consumer acknowledging while deliveries arrive) met there
+     * often: in 6 s of the host bench's all-out 1 KiB phase (JFR {@code jdk.ThreadPark}) the completion loop parked
+     * 970 times in {@code SSLEngineImpl.unwrap}, the consumer 576 and a broker thread 268 times in {@code wrap} or
+     * {@code getSession}, each a park, a futex wake-up and a context switch. A record's wrap or unwrap lasts a
+     * microsecond or two at 1 KiB: a {@link SpinningLock} waits it out without parking, so the engine's own lock is
+     * free whenever we reach it. ({@code getSession} takes that lock too: hence {@link #packetSize}.)
+     */
+    private final ReentrantLock engineGate = new SpinningLock();
+    /** The engine's {@code getPacketBufferSize()}, read once (the engine takes its lock to answer); under wrapLock. */
+    private int packetSize;
     private final CompletableFuture<Void> handshake = new CompletableFuture<>();
     private final AtomicBoolean closing = new AtomicBoolean();
     /** A listener's application, asked for the handler when the handshake is done; null on a connector's channel. */
@@ -184,7 +203,13 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         ByteBuffer plain = scratch.second(records.remaining());
         try {
             while (records.hasRemaining()) {
-                SSLEngineResult r = engine.unwrap(records, plain);
+                SSLEngineResult r;
+                engineGate.lock();
+                try {
+                    r = engine.unwrap(records, plain);
+                } finally {
+                    engineGate.unlock();
+                }
                 switch (r.getStatus()) {
                     case BUFFER_OVERFLOW -> plain = grow(plain, engine.getSession().getApplicationBufferSize());
                     case BUFFER_UNDERFLOW -> throw new SSLException("a frame of " + records.limit()
@@ -402,12 +427,25 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
             HeapScratch scratch = WRAP_SCRATCH.get();
             ByteBuffer plain = scratch.first(length);
             plain.put(frame).flip();
-            ByteBuffer records = scratch.second(cipherBound(length));
+            int packetSize = this.packetSize;
+            if (packetSize == 0) {
+                packetSize = this.packetSize = engine.getSession().getPacketBufferSize();
+            }
+            ByteBuffer records = scratch.second(cipherBound(length, packetSize));
             try {
                 do {
-                    SSLEngineResult r = engine.wrap(plain, records);
+                    SSLEngineResult r;
+                    engineGate.lock();
+                    try {
+                        r = engine.wrap(plain, records);
+                    } finally {
+                        engineGate.unlock();
+                    }
                     if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
-                        records = grow(records, 2 * engine.getSession().getPacketBufferSize() + plain.remaining());
+                        // less room than cipherBound gave (records smaller than it assumed, or a packet size that
+                        // changed): room for more, kept for the next frames
+                        packetSize = this.packetSize = engine.getSession().getPacketBufferSize();
+                        records = scratch.keepSecond(grow(records, 2 * packetSize + plain.remaining()));
                     } else if (r.getStatus() == SSLEngineResult.Status.CLOSED) {
                         throw new FabricException("connection " + id() + " to " + remoteAddress()
                                 + " is closing: TLS is closed");
@@ -429,11 +467,19 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
         }
     }
 
-    /** Room for {@code length} bytes of plaintext as records: about 16 KiB each, plus each record's overhead. */
-    private int cipherBound(int length) {
-        int records = Math.max(1, (length + 16383) / 16384);
-        int overhead = Math.max(256, engine.getSession().getPacketBufferSize() - 16384);
-        return (int) Math.min(Integer.MAX_VALUE, (long) length + (long) records * overhead);
+    /**
+     * Room for {@code length} bytes of plaintext as records. The JDK's engine wraps only into at least
+     * {@code packetSize} bytes of room ({@code getPacketBufferSize()}, 16709 with TLS 1.3), however small the record,
+     * and fills a record with a little less than TLS's 16 KiB (16367 bytes with TLS 1.3): so the room is the
+     * plaintext, each record's overhead (counted as if records carried only 8 KiB, to be safe from the engine's
+     * choice) and one whole packet for the last record. Too little room makes a wrap overflow and the records go
+     * through a fresh heap buffer: it did, at every frame of up to about 15 KiB (3 per 1 KiB JMS message, 33 KiB
+     * allocated each).
+     */
+    static int cipherBound(int length, int packetSize) {
+        long records = Math.max(1, (length + HALF_FRAGMENT - 1L) / HALF_FRAGMENT);
+        int overhead = Math.max(256, packetSize - 2 * HALF_FRAGMENT);
+        return (int) Math.min(Integer.MAX_VALUE, length + records * overhead + packetSize);
     }
 
     @Override
@@ -557,6 +603,14 @@ public final class TlsChannel implements RdmaChannel, ChannelHandler {
                 second = b;
             }
             return b;
+        }
+
+        /** {@code grown} (a buffer grown from {@link #second}) is kept in its place, if not too large; returned. */
+        ByteBuffer keepSecond(ByteBuffer grown) {
+            if (grown.capacity() <= KEPT_SCRATCH) {
+                second = grown;
+            }
+            return grown;
         }
 
         private static ByteBuffer fit(ByteBuffer kept, int atLeast) {
