@@ -12,8 +12,8 @@ package dev.artemisrdma.transport;
  * handshake timeout, and a request beyond them is refused at once, with the key in the reason, before it costs
  * anything: other sources are still admitted, even once the total is reached (a source holding none is admitted
  * beyond it, one place per source), up to a hard ceiling of twice the total, so that the backlog stays bounded however
- * many sources a host can be (every /64 of a routed IPv6 prefix is one). Thread safe (the connection-manager thread admits; the handshake's
- * end, on any thread, gives the place back).
+ * many sources a host can be (every /64 of a routed IPv6 prefix is one). Thread safe (the connection-manager thread
+ * admits; the handshake's end, on any thread, gives the place back).
  */
 final class HandshakeBacklog {
 

@@ -264,7 +264,9 @@ class SourceLimitsTest {
             fabric.stallHandshakes(true);
         }
 
-        /** A request from {@code source} that the server accepts and leaves unfinished: it then holds {@code channels}. */
+        /**
+         * A request from {@code source} that the server accepts and leaves unfinished; it then holds {@code channels}.
+         */
         void stallFrom(String source, int channels) throws Exception {
             fabric.connectFrom(address(source));
             stalled.add(Peers.stalledAndAccepted(client, listening, server, channels));

@@ -28,11 +28,12 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 /**
  * The transport soak: {@code -Dsoak.frames} frames (CI 250,000; it-tests/bench/lab-soaks runs 1,000,000) over one
- * connection of the real rxe fabric, half each way, both directions at once, with rnr_retry_count = 0 on both sides, so that a single credit mistake (a SEND into a receive that was
- * not posted) fails the queue pair instead of hiding behind a retry. Sizes and contents come from {@link SoakMix}
+ * connection of the real rxe fabric, half each way, both directions at once, with rnr_retry_count = 0 on both sides, so
+ * that a single credit mistake (a SEND into a receive that was not posted) fails the queue pair instead of hiding
+ * behind a retry ({@link #soak} runs the same over siw for SiwLabTest). Sizes and contents come from {@link SoakMix}
  * (95 % 1 B..2 KiB, the rest log-uniform up to 1 MiB, three frames of 16 MiB each way); every frame is checked on
- * arrival against its sequence number. Afterwards rxe's hardware RNR counters must not have moved, and our own
- * counters must account for every frame and byte, with rxe's packet counter showing the bytes went over RDMA.
+ * arrival against its sequence number. Afterwards rxe's hardware RNR counters must not have moved, and our own counters
+ * must account for every frame and byte, with rxe's packet counter showing the bytes went over RDMA.
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 public class TransportSoakLabTest {
@@ -122,7 +123,8 @@ public class TransportSoakLabTest {
 
     /**
      * One soak of {@code frames} frames over the lab's real fabric (rxe or siw), the channel listening on
-     * {@code address}:{@code port}: every frame checked in order, both sides' counters accounting for every frame and byte.
+     * {@code address}:{@code port}: every frame checked in order, both sides' counters accounting for every frame
+     * and byte.
      * {@code fabricCounters} is read once the connection is up and again before it closes, so that the caller can
      * prove from the fabric's own counters that the traffic went over RDMA.
      */

@@ -249,8 +249,8 @@ class CrossWireAttacksLabTest {
                 peaks.stop();
             }
             Map<String, Long> statsAfter = broker.stats();
-            long refused = statsAfter.get("connectionsRefused") - statsBefore.get("connectionsRefused");
-            long accepted = statsAfter.get("connectionsAccepted") - statsBefore.get("connectionsAccepted");
+            long refused = grew(statsBefore, statsAfter, "connectionsRefused");
+            long accepted = grew(statsBefore, statsAfter, "connectionsAccepted");
             String perSource = broker.linesSince(mark).stream().filter(l -> l.contains("rejected connection from")
                     && l.contains("/64 (" + PENDING_PER_SOURCE + ", maxPendingConnectionsPerSource)")).findFirst()
                     .orElse(null); // the log is limited to 10 refusals in 10 s, whatever their reason
@@ -347,8 +347,8 @@ class CrossWireAttacksLabTest {
                     peaks.stop();
                 }
                 Map<String, Long> statsAfter = small.stats();
-                long refused = statsAfter.get("connectionsRefused") - statsBefore.get("connectionsRefused");
-                long accepted = statsAfter.get("connectionsAccepted") - statsBefore.get("connectionsAccepted");
+                long refused = grew(statsBefore, statsAfter, "connectionsRefused");
+                long accepted = grew(statsBefore, statsAfter, "connectionsAccepted");
                 String full = small.linesSince(mark).stream().filter(l -> l.contains("rejected connection from")
                         && l.contains("(" + SMALL_BACKLOG + ", maxPendingConnections) and ")).findFirst()
                         .orElse(null);
@@ -567,6 +567,11 @@ class CrossWireAttacksLabTest {
         assertTrue(released.contains("and every flood"), released);
     }
 
+    /** How much the broker counter {@code key} grew from {@code before} to {@code after}. */
+    private static long grew(Map<String, Long> before, Map<String, Long> after, String key) {
+        return after.get(key) - before.get(key);
+    }
+
     /**
      * Waits (at most 60 s) until the broker has accepted or refused {@code requests} more requests than at
      * {@code before}, and returns the milliseconds since {@code start}: the window in which it admitted them.
@@ -575,8 +580,7 @@ class CrossWireAttacksLabTest {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
             Map<String, Long> now = broker.stats();
-            if (now.get("connectionsAccepted") - before.get("connectionsAccepted") + now.get("connectionsRefused")
-                    - before.get("connectionsRefused") >= requests) {
+            if (grew(before, now, "connectionsAccepted") + grew(before, now, "connectionsRefused") >= requests) {
                 break;
             }
             Thread.sleep(200);

@@ -27,13 +27,14 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Brokers and clients of different builds keep talking (issue 26, docs/protocol.md "Compatibility"): on the real rxe
- * fabric (and on soft-iWARP, in the siw lab: see {@link #onSiw}), an older build's connector jar (built from this repository's history by {@code build-old-connectors}, see
- * run-lab-tests: the commit before feature negotiation, which speaks plain v1, and the last release) against this
- * build's, in both roles. Each pairing sends 1 KiB and 1 MiB persistent JMS messages (the 1 MiB ones go as Artemis
- * large-message chunks, fragmented on the wire) and reads them back: every message once, intact; rxe's packet
- * counters prove RDMA carried them; and the meters of this build's side show which wire features it used toward the
- * older peer (none: nothing packed, no header in immediate data) and that it counts that peer as older, while the
- * pairings across Artemis releases below, this build's connector on both ends, show the same meters move.
+ * fabric (and on soft-iWARP, in the siw lab: see {@link #onSiw}), an older build's connector jar (built from this
+ * repository's history by {@code build-old-connectors}, see run-lab-tests: the commit before feature negotiation, which
+ * speaks plain v1, and the last release) against this build's, in both roles. Each pairing sends 1 KiB and 1 MiB
+ * persistent JMS messages (the 1 MiB ones go as Artemis large-message chunks, fragmented on the wire) and reads them
+ * back: every message once, intact; rxe's packet counters prove RDMA carried them; and the meters of this build's side
+ * show which wire features it used toward the older peer (none: nothing packed, no header in immediate data) and that
+ * it counts that peer as older, while the pairings across Artemis releases below, this build's connector on both ends,
+ * show the same meters move.
  *
  * <p>Artemis releases too: the oldest README supports (2.43.0), its JMS client ({@code artemis-jakarta-client-all})
  * with this connector against this build's 2.56.0 broker, and this build's client against a 2.43.0 broker (its

@@ -22,7 +22,9 @@ public final class SiwTraffic {
         return sh("rdma link show").contains("siw");
     }
 
-    /** What siw's TCP connections to and from {@code port} have sent so far (ss needs tcp_diag, which the lab loads). */
+    /**
+     * What siw's TCP connections to and from {@code port} have sent so far (ss needs tcp_diag, which the lab loads).
+     */
     public static long siwBytes(int port) throws IOException, InterruptedException {
         String out = sh("ss -tinH state established '( sport = :" + port + " or dport = :" + port + " )'");
         long sum = 0;
