@@ -129,7 +129,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         this.config = config;
         this.name = "rdma-" + TRANSPORTS.incrementAndGet();
         this.reassemblyBudget = new ReassemblyBudget(config.reassemblyMemory());
-        this.backlog = new HandshakeBacklog(config.maxPendingConnections(), config.maxPendingConnectionsPerSource());
         this.sourceConnections = new SourceConnections(config.maxConnectionsPerSource());
         this.destroys = new DestroyBacklog();
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
@@ -140,6 +139,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         });
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
+        this.backlog = new HandshakeBacklog(config.maxPendingConnections(), config.maxPendingConnectionsPerSource(),
+                config.handshakeTimeout(), timer);
         // closes a TLS handshake's deadline asks for: a close waits for its channel, the timer must not
         ThreadPoolExecutor closers = new ThreadPoolExecutor(2, 2, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
                 r -> {
@@ -451,7 +452,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             rejectLogged(request, peerAddress, destroysWaiting);
             return;
         }
-        Runnable place = backlog.tryAdmit(source);
+        HandshakeBacklog.Place place = backlog.tryAdmit(source);
         if (place == null) {
             String why = backlog.refusal(source);
             rejectLogged(request, peerAddress, why);
@@ -504,7 +505,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
             slotHandedOver = true;
             channels.add(ch);
             HandshakeDeadline deadline = new HandshakeDeadline(ch, ch.events(), config.handshakeTimeout(), timer,
-                    place);
+                    place::established, place::expired);
             handedOver = true; // the handshake's end gives the place back
             try {
                 // a refusal here still rejects with its reason

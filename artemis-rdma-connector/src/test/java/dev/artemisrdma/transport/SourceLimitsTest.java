@@ -8,6 +8,7 @@ import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 
@@ -191,14 +192,88 @@ class SourceLimitsTest {
             for (Thread t : stalled) {
                 t.join(10_000);
             }
-            fabric.releaseIdDestroys(); // the ids are destroyed: the source's places come back
+            fabric.releaseIdDestroys(); // the ids are destroyed: the source's places come back, after the cool-down
             fabric.holdIdDestroys(false);
             fabric.connectFrom(address("10.77.0.2"));
-            clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+            admittedWithin(clientTransport, listening, 5_000).close();
         } finally {
             fabric.close();
         }
         fabric.assertNoViolations();
+    }
+
+    @Test
+    void anExpiredHandshakeHoldsItsSourcesPlaceForOneMoreTimeoutOnceTornDown() throws Exception {
+        // issue 37 hole 3 under load: a flood that outlasted handshakeTimeout had its /64's places given again while
+        // the first round was still being torn down, each admission a queue pair and about 1 MiB registered on the
+        // broker while an honest client waited; a source's expired handshakes now hold its places for one more
+        // timeout, against it alone: they hold nothing of the broker's any more
+        Duration timeout = Duration.ofSeconds(2);
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig server = small().handshakeTimeout(timeout).maxPendingConnections(2)
+                .maxPendingConnectionsPerSource(2).build();
+        List<Thread> stalled = new ArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric,
+                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
+            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
+            fabric.stallHandshakes(true);
+            fabric.holdIdDestroys(true); // the places are given back when the test says, not as the deadline fires
+            fabric.connectFrom(address("10.77.0.2"));
+            for (int i = 1; i <= 2; i++) {
+                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, i));
+            }
+            for (Thread t : stalled) {
+                t.join(10_000);
+            }
+            Peers.await("both handshakes expired", 5000, () -> serverTransport.channelCount() == 0);
+            fabric.stallHandshakes(false);
+
+            long released = System.nanoTime();
+            fabric.releaseIdDestroys(); // the queue pairs and ids are gone: from here the two places cool down
+            fabric.holdIdDestroys(false);
+            String refusal = null;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while ((refusal == null || !refusal.contains("expired")) && System.nanoTime() < deadline) {
+                try {
+                    clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+                    throw new AssertionError("10.77.0.2 was admitted while its expired handshakes cool down");
+                } catch (FabricException e) {
+                    refusal = e.getMessage(); // until the destroys ran: refused for the ids still held
+                }
+            }
+            assertTrue(refusal.contains("too many unfinished connections from 10.77.0.2 (2, "
+                    + "maxPendingConnectionsPerSource), 2 of them expired: retry in 2 s"), refusal);
+
+            fabric.connectFrom(address("10.77.0.3")); // the total (2) does not count places cooling down
+            RdmaChannel other = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
+            assertTrue(other.isOpen());
+            other.close();
+
+            fabric.connectFrom(address("10.77.0.2"));
+            admittedWithin(clientTransport, listening, 10_000).close();
+            assertTrue(System.nanoTime() - released >= timeout.toNanos(),
+                    "10.77.0.2 was admitted again before its places cooled down for handshakeTimeout");
+        } finally {
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /** Connects until the server admits the connection (refusals retried), for at most {@code millis}. */
+    private static RdmaChannel admittedWithin(RdmaTransport client, RdmaServer listening, long millis)
+            throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (true) {
+            try {
+                return client.connect(listening.localAddress(), new Peers.Recorder());
+            } catch (FabricException e) {
+                if (System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(50);
+            }
+        }
     }
 
     @Test

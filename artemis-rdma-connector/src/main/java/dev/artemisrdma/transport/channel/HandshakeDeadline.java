@@ -38,13 +38,19 @@ public final class HandshakeDeadline implements QueuePairEvents {
     private final ScheduledFuture<?> expiry;
     /** Gives the backlog's place back when the handshake succeeded (idempotent). */
     private final Runnable onEstablished;
+    /**
+     * Tells the backlog the deadline passed: once given back by the channel's release, its place cools down; given
+     * back by {@code onEstablished} (the channel opened after all), it does not.
+     */
+    private final Runnable onExpired;
 
     public HandshakeDeadline(RdmaChannelImpl channel, QueuePairEvents events, Duration timeout,
-                             ScheduledExecutorService timer, Runnable onEstablished) {
+                             ScheduledExecutorService timer, Runnable onEstablished, Runnable onExpired) {
         this.channel = channel;
         this.events = events;
         this.timeout = timeout;
         this.onEstablished = onEstablished;
+        this.onExpired = onExpired;
         this.expiry = timer.schedule(this::expire, timeout.toNanos(), TimeUnit.NANOSECONDS);
     }
 
@@ -92,6 +98,7 @@ public final class HandshakeDeadline implements QueuePairEvents {
      * ESTABLISHED, run before this, or the peer's first frame); an open one gives the backlog's place back here.
      */
     void applyExpiry() {
+        onExpired.run(); // first: the channel's release may give the place back before expireHandshake returns
         boolean tornDown;
         try {
             tornDown = channel.expireHandshake(timeout);
