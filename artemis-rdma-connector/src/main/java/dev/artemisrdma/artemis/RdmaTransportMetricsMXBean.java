@@ -58,7 +58,10 @@ public interface RdmaTransportMetricsMXBean {
     /** Connection requests accepted. */
     long getConnectionsAccepted();
 
-    /** Connection requests refused (bad handshake, application refusal, no resources, shutting down). */
+    /**
+     * Connection requests refused (bad handshake, application refusal, a source limit, no resources, shutting down,
+     * and those refused unread because their host had too many waiting already).
+     */
     long getConnectionsRefused();
 
     /** Memory these connections have registered with the RDMA device (receive slots and send headers). */

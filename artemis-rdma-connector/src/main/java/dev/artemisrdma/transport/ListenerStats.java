@@ -5,20 +5,24 @@ import java.util.concurrent.atomic.LongAdder;
 import dev.artemisrdma.transport.fabric.ConnectionRequest;
 import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.FabricListener;
 import dev.artemisrdma.transport.fabric.ForwardingConnectionRequest;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
 
 /**
  * What happened to the connection requests that reached one {@link RdmaServer}: accepted, refused (for any reason:
- * a bad handshake, the application, the transport shutting down or out of resources) and, among the refused, those
- * whose handshake broke the protocol. Counted where the request is answered, so every refusal path is included.
+ * a bad handshake, the application, the transport shutting down or out of resources, or the fabric before reading
+ * them, their host having too many waiting) and, among the refused, those whose handshake broke the protocol.
+ * Counted where the request is answered, so every refusal path is included.
  */
 public final class ListenerStats {
 
     private final LongAdder accepted = new LongAdder();
     private final LongAdder refused = new LongAdder();
     private final LongAdder protocolErrors = new LongAdder();
+    /** The listener whose requests the fabric refused unread (a flood past its fair queue), once listening. */
+    private volatile FabricListener listener;
 
     ListenerStats() {
     }
@@ -28,9 +32,20 @@ public final class ListenerStats {
         return accepted.sum();
     }
 
-    /** Requests answered with a reject. */
+    /** Requests answered with a reject, those the fabric refused unread included. */
     public long refused() {
-        return refused.sum();
+        return refused.sum() + refusedUnread();
+    }
+
+    /** Requests the fabric refused before they were read: their host had too many waiting already (a flood). */
+    public long refusedUnread() {
+        FabricListener l = listener;
+        return l == null ? 0 : l.requestsRefusedUnread();
+    }
+
+    /** From now on, {@code listener}'s requests refused unread are counted among the refused. */
+    void countUnreadOf(FabricListener listener) {
+        this.listener = listener;
     }
 
     /** Requests whose handshake (private data) could not be decoded or spoke another protocol version. */

@@ -262,6 +262,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         ListenerStats stats = new ListenerStats();
         FabricListener listener = fabric.listen(bind, config.addressing(),
                 request -> onRequest(stats.counting(request), stats, served, speaksTls));
+        stats.countUnreadOf(listener);
         RdmaServer server = new RdmaServer(listener, () -> servers.remove(self[0]), stats);
         self[0] = server;
         servers.add(server);

@@ -8,6 +8,15 @@ public interface FabricListener extends AutoCloseable {
     /** The bound address (with the real port when 0 was asked for). */
     InetSocketAddress localAddress();
 
+    /**
+     * Connection requests for this listener that the fabric refused before reading them, because their host already
+     * had too many waiting (a flood): they never reach the {@link ConnectionRequestHandler}, so whoever counts the
+     * answered ones adds these.
+     */
+    default long requestsRefusedUnread() {
+        return 0;
+    }
+
     @Override
     void close();
 }

@@ -523,6 +523,11 @@ public final class VerbsFabric implements Fabric {
         }
     }
 
+    /** A listener's route: its events, and a count of its requests refused unread ({@link #queueRequest}). */
+    interface ListenerRoute extends Consumer<CmEvent> {
+        void refusedUnread();
+    }
+
     void route(long idAddress, Consumer<CmEvent> handler) {
         routes.put(idAddress, handler);
     }
@@ -605,6 +610,9 @@ public final class VerbsFabric implements Fabric {
                         + "already (at most {} per host, {} in all)",
                         peer == null ? "an unknown peer" : Endpoints.describe(peer), requests.waiting(host),
                         requests.size(), REQUESTS_PER_HOST, REQUESTS_WAITING);
+            }
+            if (routes.get(request.listenId()) instanceof ListenerRoute listener) {
+                listener.refusedUnread(); // counted as the listener's refusals: it never sees these
             }
             refuseUnread(request);
         }

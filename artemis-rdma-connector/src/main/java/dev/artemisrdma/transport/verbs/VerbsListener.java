@@ -19,6 +19,7 @@ import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
 
 import java.net.InetSocketAddress;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * A listening rdma_cm id; turns CONNECT_REQUEST events into {@link ConnectionRequest}s for the handler, and binds
@@ -47,6 +48,19 @@ final class VerbsListener implements FabricListener {
     private final InetSocketAddress localAddress;
     private final Addressing addressing;
     private final ListenerRecovery recovery;
+    /** Where the fabric's event thread delivers this listener's events and counts its requests refused unread. */
+    private final VerbsFabric.ListenerRoute route = new VerbsFabric.ListenerRoute() {
+        @Override
+        public void accept(CmEvent event) {
+            onEvent(event);
+        }
+
+        @Override
+        public void refusedUnread() {
+            refusedUnread.increment();
+        }
+    };
+    private final LongAdder refusedUnread = new LongAdder();
     /** The listening id; null while the listener is lost (its device went away) and recovering. */
     private RdmaCmId id;
     private String deviceName;
@@ -73,7 +87,7 @@ final class VerbsListener implements FabricListener {
         VerbsListener listener = new VerbsListener(fabric, id, addressing, handler);
         synchronized (listener) {
             listener.deviceName = fabric.deviceNameOf(id);
-            fabric.route(id.address(), listener::onEvent);
+            fabric.route(id.address(), listener.route);
         }
         LOG.debug("listening on {}", listener.localAddress);
         return listener;
@@ -135,8 +149,13 @@ final class VerbsListener implements FabricListener {
             }
             id = fresh;
             deviceName = name;
-            fabric.route(fresh.address(), this::onEvent);
+            fabric.route(fresh.address(), route);
         }
+    }
+
+    @Override
+    public long requestsRefusedUnread() {
+        return refusedUnread.sum();
     }
 
     /** A port came up: a lost listener need not wait for its next periodic attempt. */

@@ -22,12 +22,12 @@ import dev.artemisrdma.verbs.RdmaDevices;
  *       fragmented frame of IDLE_BYTES (a Core PING the broker reads, so the connection stays and its reassembly
  *       buffer is kept between frames), then SQUATTERS peers each send all but the last byte of a frame of
  *       SQUAT_BYTES and stop there. Answers {@code SQUATTING ...}.</li>
- *   <li>{@code pending HOST PORT PER_ADDRESS ADDR,ADDR,...}: hole 3. PER_ADDRESS connection requests from each local
- *       address, taking the addresses in turn, never finished (no RTU). Prints {@code MADE n} at half way, answers
- *       {@code PENDING ...}.</li>
- *   <li>{@code drop HOST PORT MAX}: hole 4. Up to MAX times: a peer connects, sends a frame the broker must close it
- *       for, and waits until the broker's DREQ arrived (the test drops this host's CM replies meanwhile); stops at the
- *       first refusal. Answers {@code DROP admitted N refused M first-refusal REASON ...}.</li>
+ *   <li>{@code pending HOST PORT PER_ADDRESS ADDR,ADDR,... [SPREAD_MS]}: hole 3. PER_ADDRESS connection requests from
+ *       each local address, taking the addresses in turn, never finished (no RTU), as fast as they can be made or
+ *       spread evenly over SPREAD_MS. Prints {@code MADE n} at half way, answers {@code PENDING ...}.</li>
+ *   <li>{@code drop HOST PORT MAX}: hole 4. Up to MAX peers, in batches of 32: each peer of a batch connects, then each
+ *       sends a frame the broker must close it for, then each waits until the broker's DREQ arrived (the test drops
+ *       this host's CM replies meanwhile); stops at the first refusal. Answers {@code DROP admitted N refused M first-refusal REASON ...}.</li>
  *   <li>{@code release}: destroys everything, 32 at a time, at most 120 s; answers {@code RELEASED ...}.</li>
  * </ul>
  * End of stdin: release and exit.
@@ -35,6 +35,8 @@ import dev.artemisrdma.verbs.RdmaDevices;
 public final class WireAttackerMain {
 
     private static final long CORE_TTL_MILLIS = 60_000;
+    /** Peers of the {@code drop} attack whose closes are provoked together. */
+    private static final int DROP_BATCH = 32;
 
     private final RdmaDevices devices;
     private final List<RawVerbsPeer> peers = new ArrayList<>();
@@ -57,7 +59,7 @@ public final class WireAttackerMain {
                         case "squat" -> attacker.squat(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
                                 Integer.parseInt(a[4]), Integer.parseInt(a[5]), Integer.parseInt(a[6]));
                         case "pending" -> attacker.pending(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
-                                a[4].split(","));
+                                a[4].split(","), a.length > 5 ? Long.parseLong(a[5]) : 0);
                         case "drop" -> attacker.drop(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]));
                         case "release" -> attacker.release();
                         default -> System.out.println("FAILED unknown command " + line);
@@ -131,7 +133,8 @@ public final class WireAttackerMain {
         return p;
     }
 
-    private void pending(String host, int port, int perAddress, String[] sources) throws Exception {
+    private void pending(String host, int port, int perAddress, String[] sources, long spreadMillis)
+            throws Exception {
         HalfOpenFlood flood = new HalfOpenFlood(devices);
         floods.add(flood);
         byte[] handshake = RawVerbsPeer.honestHandshake();
@@ -141,6 +144,11 @@ public final class WireAttackerMain {
         String firstFailure = "none";
         long t0 = System.nanoTime();
         for (int i = 0; i < total; i++) {
+            long due = t0 + TimeUnit.MILLISECONDS.toNanos(spreadMillis * i / total); // 0: as fast as it can
+            long wait = due - System.nanoTime();
+            if (wait > 0) {
+                TimeUnit.NANOSECONDS.sleep(wait);
+            }
             try {
                 flood.attempt(sources[i % sources.length], host, port, handshake);
                 made++;
@@ -164,20 +172,34 @@ public final class WireAttackerMain {
         int admitted = 0;
         int notClosed = 0;
         String refusal = "none";
-        for (int i = 0; i < max; i++) {
-            RawVerbsPeer p = RawVerbsPeer.open(devices, host, port);
-            peers.add(p);
-            try {
-                p.connect(RawVerbsPeer.honestHandshake());
-            } catch (RawVerbsPeer.Rejected rejected) {
-                refusal = rejected.getMessage();
-                break;
+        // in batches, every peer of a batch connected before any provokes its close: the broker then sends a batch's
+        // DREQs at once, and destroys the ids as soon as their queue pairs are drained. rdma_destroy_id cancels a DREQ
+        // that waits for its reply, but not one still queued to be sent (ib_cancel_mad looks for it only among those
+        // waiting), which then runs its retries, about 66 s, before the destroy returns: one at a time, the DREQ is
+        // long sent before the destroy comes, and the ids never wait
+        List<RawVerbsPeer> batch = new ArrayList<>();
+        while (admitted < max && refusal.equals("none")) {
+            batch.clear();
+            while (batch.size() < DROP_BATCH && admitted < max) {
+                RawVerbsPeer p = RawVerbsPeer.open(devices, host, port);
+                peers.add(p);
+                try {
+                    p.connect(RawVerbsPeer.honestHandshake());
+                } catch (RawVerbsPeer.Rejected rejected) {
+                    refusal = rejected.getMessage();
+                    break;
+                }
+                admitted++;
+                batch.add(p);
             }
-            admitted++;
-            // a continuation without a first fragment: a protocol error the broker closes the connection for
-            p.send(RawVerbsPeer.frame(0, 0, 0, 64), false);
-            if (!p.awaitLost(10_000)) {
-                notClosed++;
+            for (RawVerbsPeer p : batch) {
+                // a continuation without a first fragment: a protocol error the broker closes the connection for
+                p.send(RawVerbsPeer.frame(0, 0, 0, 64), false);
+            }
+            for (RawVerbsPeer p : batch) {
+                if (!p.awaitLost(10_000)) {
+                    notClosed++;
+                }
             }
         }
         System.out.println("DROP admitted " + admitted + " refused " + (refusal.equals("none") ? 0 : 1)
