@@ -80,6 +80,11 @@ final class ChannelLifecycle {
      */
     private long drainFence = -1;
     /**
+     * The states this channel has been in, one bit each: every move goes forward ({@link ChannelState#canMoveTo}),
+     * so the set is the path (debugState, tests).
+     */
+    private int path = ChannelState.CONNECTING.bit();
+    /**
      * State moves made on a thread other than the channel's loop while it had one (under the lock): what is left of
      * the threads that move a channel besides its loop (issue 39: only the loop shall), for tests and debugState.
      */
@@ -125,12 +130,22 @@ final class ChannelLifecycle {
      * loop, which may be blocked without a timeout.
      */
     private void moveTo(ChannelState next, long deadline) {
-        state = state.moveTo(next, id);
+        ChannelState moved = state.moveTo(next, id);
         this.deadline = deadline;
+        path |= next.bit(); // before the volatile write: a thread that reads the state sees the path up to it
+        state = moved;
         if (resources.loop() != null && !resources.onLoopThread()) {
             movesOffLoop++;
         }
         resources.wakeLoop();
+    }
+
+    /**
+     * The states this channel went through, in order ("CONNECTING>OPEN>..."); under the lock, or after {@link #state}
+     * was read (the path up to that state is then seen).
+     */
+    String path() {
+        return ChannelState.path(path);
     }
 
     /** See {@link #movesOffLoop}; under the lock. */

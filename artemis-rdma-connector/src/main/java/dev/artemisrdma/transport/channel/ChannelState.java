@@ -103,6 +103,25 @@ enum ChannelState {
         return next;
     }
 
+    /** This state's bit in a path (see {@link #path}). */
+    int bit() {
+        return 1 << ordinal();
+    }
+
+    /**
+     * The path a channel took, from the bits of the states it has been in: every move goes to a later state, so the
+     * order of the constants is the order they were visited in.
+     */
+    static String path(int bits) {
+        StringBuilder b = new StringBuilder();
+        for (ChannelState s : values()) {
+            if ((bits & s.bit()) != 0) {
+                b.append(b.length() == 0 ? "" : ">").append(s);
+            }
+        }
+        return b.toString();
+    }
+
     /** Not established yet, a close asked or not. */
     boolean connecting() {
         return this == CONNECTING || this == CONNECTING_CLOSE_ASKED;

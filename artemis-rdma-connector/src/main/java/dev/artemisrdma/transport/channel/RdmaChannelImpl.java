@@ -883,6 +883,14 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         }
     }
 
+    /**
+     * The states the channel went through, in order (for tests: see {@link ChannelState#path}); without the lock, so
+     * complete up to the state a caller last read ({@link #state}, {@link #isClosed}).
+     */
+    String path() {
+        return life.path();
+    }
+
     /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
     boolean drainTimedOut() {
         lock.lock();
@@ -929,7 +937,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         lock.lock();
         try {
             return id + " " + life.state() + " " + send.debugState() + " receives="
-                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop();
+                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop() + " path="
+                    + life.path();
         } finally {
             lock.unlock();
         }
