@@ -22,14 +22,15 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * through closing, draining and release. Each move goes through {@link #moveTo}, which sets the new state's deadline,
  * and {@link ChannelState#moveTo}, which refuses a move the lifecycle does not have. What a close waits for is the
  * state (a close asked while connecting, the goodbye sent, flushes awaiting their event, the peer's drain), not a flag
- * beside it: two states keep a datum of their own, said at its field.
+ * beside it; what a state needs to know besides is its datum, said at its field (FLUSHED_AWAITING_EVENT's,
+ * PEER_DRAINING's and the drains').
  *
  * <p>Owner: the channel's lock. Every method runs under it, whichever thread calls (writers, rdma_cm's event thread,
  * the transport's timer, the completion loop, closers), so no two threads ever decide a transition at once. The
  * exceptions are said so: {@link #state()} and {@link #acceptsWrites()} (a volatile read, for the completion path
- * and writers) and
- * {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the receive side reads,
- * happens only on the loop thread ({@link #progress}), or where no loop thread polls for the channel any more.
+ * and writers) and {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the
+ * receive side reads, happens only on the loop thread ({@link #progress}), or where no loop thread polls for the
+ * channel any more.
  */
 final class ChannelLifecycle {
 
@@ -416,7 +417,8 @@ final class ChannelLifecycle {
                 LOG.debug("channel {} ({}): work requests flushed before any disconnect event", id, describe(remote));
                 flushedWhileClosing = state == ChannelState.CONNECTING_CLOSE_ASKED || state.closing();
                 beginDisconnect(new FabricException("channel " + id + " (" + describe(remote)
-                        + "): work requests flushed: the queue pair went to error"), ChannelState.FLUSHED_AWAITING_EVENT);
+                        + "): work requests flushed: the queue pair went to error"),
+                        ChannelState.FLUSHED_AWAITING_EVENT);
             }
         }
     }
