@@ -69,7 +69,7 @@ enum ChannelState {
         this.deadline = deadline;
     }
 
-    /** What the channel waits for in this state (the log, tests). */
+    /** What the channel waits for in this state (for readers of the code, and tests). */
     String waitsFor() {
         return waitsFor;
     }
