@@ -9,10 +9,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.EnumSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
@@ -22,9 +24,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
+import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.Connection;
 import dev.artemisrdma.transport.FakeFabric;
 import dev.artemisrdma.transport.Peers;
+import dev.artemisrdma.transport.RdmaServer;
+import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -139,6 +145,9 @@ class ChannelStateTest {
                 new Transition("OPEN, flushes and no DISCONNECTED within 200 ms: closed with the flushes' cause",
                         ChannelStateTest::flushesWithoutTheEvent, "CONNECTING>OPEN>FLUSHED_AWAITING_EVENT>CLOSED",
                         "work requests flushed"),
+                new Transition("FLUSHED_AWAITING_EVENT, then DISCONNECTED: its reason replaces the flushes'",
+                        ChannelStateTest::flushesThenTheEvent,
+                        "CONNECTING>OPEN>FLUSHED_AWAITING_EVENT>PEER_DRAINING>CLOSED", "lost: peer disconnected"),
                 new Transition("CONNECTING, close(), then ESTABLISHED: the close goes on",
                         ChannelStateTest::closeWhileConnectingThenEstablished,
                         "CONNECTING>CONNECTING_CLOSE_ASKED>FLUSHING>GOODBYE_SENT>DRAINING>CLOSED", null),
@@ -248,6 +257,63 @@ class ChannelStateTest {
             } finally {
                 events.countDown();
             }
+        }
+    }
+
+    /**
+     * Three connections on one server loop. C's handler holds the loop while A's peer forces its side shut (rdma_cm's
+     * thread held, so A's queue pair only flushes) and B's peer writes: A's flushes and B's frame wait in the loop's
+     * queue, and come in one batch, in which B's handler holds the loop again. A's DISCONNECTED, let go meanwhile,
+     * waits in A's mailbox: the batch's end moves A to FLUSHED_AWAITING_EVENT, and the loop runs the event before
+     * anything else of A's, within the grace however long the holds took.
+     */
+    private static Ended flushesThenTheEvent() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).maxCompletionLoops(1).build();
+        Peers.Recorder a = new Peers.Recorder();
+        Peers.HoldingRecorder b = new Peers.HoldingRecorder();
+        Peers.HoldingRecorder c = new Peers.HoldingRecorder();
+        List<Peers.Recorder> handlers = List.of(a, b, c);
+        List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
+                @Override
+                public void admit(RdmaChannel channel) {
+                    admitted.add(channel);
+                }
+
+                @Override
+                public ChannelHandler onAccepted(RdmaChannel channel) {
+                    return handlers.get(admitted.indexOf(channel));
+                }
+            });
+            RdmaChannel[] clients = new RdmaChannel[3];
+            for (int i = 0; i < 3; i++) {
+                clients[i] = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+                int n = i + 1;
+                Peers.await("server channel " + n + " open", 5000,
+                        () -> admitted.size() == n && ChannelHooks.established(admitted.get(n - 1)));
+            }
+            RdmaChannelImpl server = (RdmaChannelImpl) admitted.get(0);
+            clients[2].write(ByteBuffer.wrap(new byte[] {3}), true);
+            assertTrue(c.inHandler.await(5, TimeUnit.SECONDS), "C holds the server's loop");
+            CountDownLatch events = fabric.holdEvents();
+            try {
+                clients[0].forceClose();
+                clients[1].write(ByteBuffer.wrap(new byte[] {2}), true);
+                c.release.countDown();
+                assertTrue(b.inHandler.await(5, TimeUnit.SECONDS), "B holds the server's loop");
+            } finally {
+                events.countDown();
+            }
+            Peers.await("A's DISCONNECTED waiting for the loop", 5000, server::commandsPending);
+            b.release.countDown();
+            return ended(server, a);
+        } finally {
+            fabric.close();
+            fabric.assertNoViolations();
         }
     }
 
