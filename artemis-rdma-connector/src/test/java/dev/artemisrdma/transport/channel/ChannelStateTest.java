@@ -146,8 +146,11 @@ class ChannelStateTest {
                         ChannelStateTest::flushesWithoutTheEvent, "CONNECTING>OPEN>FLUSHED_AWAITING_EVENT>CLOSED",
                         "work requests flushed"),
                 new Transition("FLUSHED_AWAITING_EVENT, then DISCONNECTED: its reason replaces the flushes'",
-                        ChannelStateTest::flushesThenTheEvent,
+                        () -> flushesThenTheEvent(false),
                         "CONNECTING>OPEN>FLUSHED_AWAITING_EVENT>PEER_DRAINING>CLOSED", "lost: peer disconnected"),
+                new Transition("FLUSHED_AWAITING_EVENT of a close asked while CONNECTING, then DISCONNECTED: "
+                        + "the event answers our close", () -> flushesThenTheEvent(true),
+                        "CONNECTING>CONNECTING_CLOSE_ASKED>FLUSHED_AWAITING_EVENT>PEER_DRAINING>CLOSED", null),
                 new Transition("CONNECTING, close(), then ESTABLISHED: the close goes on",
                         ChannelStateTest::closeWhileConnectingThenEstablished,
                         "CONNECTING>CONNECTING_CLOSE_ASKED>FLUSHING>GOODBYE_SENT>DRAINING>CLOSED", null),
@@ -265,12 +268,15 @@ class ChannelStateTest {
      * thread held, so A's queue pair only flushes) and B's peer writes: A's flushes and B's frame wait in the loop's
      * queue, and come in one batch, in which B's handler holds the loop again. A's DISCONNECTED, let go meanwhile,
      * waits in A's mailbox: the batch's end moves A to FLUSHED_AWAITING_EVENT, and the loop runs the event before
-     * anything else of A's, within the grace however long the holds took.
+     * anything else of A's, within the grace however long the holds took. {@code closeFirst}: A's ESTABLISHED is held
+     * back and A closed before (B and C open on their first frames), so the event answers that close.
      */
-    private static Ended flushesThenTheEvent() throws Exception {
+    private static Ended flushesThenTheEvent(boolean closeFirst) throws Exception {
         FakeFabric fabric = new FakeFabric();
+        fabric.holdPassiveEstablished(closeFirst);
         TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
-                .busyPollMicros(0).receiveSlots(8).slotSize(1024).maxCompletionLoops(1).build();
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).maxCompletionLoops(1)
+                .closeTimeout(Duration.ofSeconds(5)).handshakeTimeout(Duration.ofSeconds(10)).build();
         Peers.Recorder a = new Peers.Recorder();
         Peers.HoldingRecorder b = new Peers.HoldingRecorder();
         Peers.HoldingRecorder c = new Peers.HoldingRecorder();
@@ -293,10 +299,15 @@ class ChannelStateTest {
             for (int i = 0; i < 3; i++) {
                 clients[i] = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
                 int n = i + 1;
-                Peers.await("server channel " + n + " open", 5000,
-                        () -> admitted.size() == n && ChannelHooks.established(admitted.get(n - 1)));
+                Peers.await("server channel " + n + " admitted and open", 5000,
+                        () -> admitted.size() == n && (closeFirst || ChannelHooks.established(admitted.get(n - 1))));
             }
             RdmaChannelImpl server = (RdmaChannelImpl) admitted.get(0);
+            CompletableFuture<Void> closing = CompletableFuture.completedFuture(null);
+            if (closeFirst) {
+                closing = CompletableFuture.runAsync(server::close);
+                Peers.await("A's close asked", 5000, () -> server.state() == ChannelState.CONNECTING_CLOSE_ASKED);
+            }
             clients[2].write(ByteBuffer.wrap(new byte[] {3}), true);
             assertTrue(c.inHandler.await(5, TimeUnit.SECONDS), "C holds the server's loop");
             CountDownLatch events = fabric.holdEvents();
@@ -310,7 +321,13 @@ class ChannelStateTest {
             }
             Peers.await("A's DISCONNECTED waiting for the loop", 5000, server::commandsPending);
             b.release.countDown();
-            return ended(server, a);
+            if (!closeFirst) {
+                return ended(server, a);
+            }
+            closing.get(10, TimeUnit.SECONDS);
+            Peers.await("closed", 5000, server::isClosed);
+            assertFalse(a.closed.isDone(), "a handler never made was told");
+            return new Ended(server.path(), server.closeCause());
         } finally {
             fabric.close();
             fabric.assertNoViolations();
