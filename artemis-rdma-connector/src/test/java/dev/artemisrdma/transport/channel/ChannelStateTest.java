@@ -24,13 +24,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.Connection;
 import dev.artemisrdma.transport.FakeFabric;
 import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -284,17 +282,8 @@ class ChannelStateTest {
         List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
         try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
-            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
-                @Override
-                public void admit(RdmaChannel channel) {
-                    admitted.add(channel);
-                }
-
-                @Override
-                public ChannelHandler onAccepted(RdmaChannel channel) {
-                    return handlers.get(admitted.indexOf(channel));
-                }
-            });
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(),
+                    Peers.admittingEach(admitted::add, channel -> handlers.get(admitted.indexOf(channel))));
             RdmaChannel[] clients = new RdmaChannel[3];
             for (int i = 0; i < 3; i++) {
                 clients[i] = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
