@@ -377,6 +377,26 @@ public final class FakeFabric implements Fabric {
         stallHandshakes = on;
     }
 
+    /**
+     * Holds the connection-manager thread until the returned latch is counted down (or 10 s passed): rdma_cm's
+     * events (DISCONNECTED among them) wait, as behind a busy event channel, while queue pairs that went to error
+     * already flush their work requests. Returns once the thread is held.
+     */
+    public java.util.concurrent.CountDownLatch holdEvents() throws InterruptedException {
+        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        cm.execute(() -> {
+            held.countDown();
+            try {
+                release.await(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        held.await();
+        return release;
+    }
+
     /** The source address of the connections made from now on (10.77.0.2 unless a test says otherwise). */
     public void connectFrom(InetAddress source) {
         connectFrom = source;

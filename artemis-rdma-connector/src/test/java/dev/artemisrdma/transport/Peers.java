@@ -51,6 +51,18 @@ public final class Peers {
     public static ChannelAcceptor admitting(java.util.function.Consumer<RdmaChannel> admitted,
                                             java.util.function.Consumer<RdmaChannel> established,
                                             ChannelHandler handler) {
+        return admittingEach(admitted, channel -> {
+            established.accept(channel);
+            return handler;
+        });
+    }
+
+    /**
+     * An acceptor that hands {@code admitted} each channel as its request arrives and asks {@code handlerFor} for the
+     * handler of each one established (a test that gives its connections handlers of their own, or counts them).
+     */
+    public static ChannelAcceptor admittingEach(java.util.function.Consumer<RdmaChannel> admitted,
+                                                java.util.function.Function<RdmaChannel, ChannelHandler> handlerFor) {
         return new ChannelAcceptor() {
             @Override
             public void admit(RdmaChannel channel) {
@@ -59,8 +71,7 @@ public final class Peers {
 
             @Override
             public ChannelHandler onAccepted(RdmaChannel channel) {
-                established.accept(channel);
-                return handler;
+                return handlerFor.apply(channel);
             }
         };
     }

@@ -16,18 +16,21 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
 import dev.artemisrdma.transport.stats.ChannelCounters;
 
 /**
- * A channel's lifecycle: its {@link ChannelState} and every fact its teardown decides on (a close asked for, the
- * goodbye sent, the peer's disconnect and its drain, the cause, the deadlines), and every event that moves it: rdma_cm's
- * ESTABLISHED and DISCONNECTED, the peer's first frame, the handshake deadline, a failed connect or accept, a loop that
- * died, a close or forceClose, a failed post or completion, and the loop's progress through closing, draining and
- * release. Each move goes through {@link ChannelState#moveTo}, which refuses one the lifecycle does not have.
+ * A channel's lifecycle: its {@link ChannelState}, the one deadline that state holds, its {@link Outcome}, and every
+ * event that moves it: rdma_cm's ESTABLISHED and DISCONNECTED, the peer's first frame, the handshake deadline, a failed
+ * connect or accept, a loop that died, a close or forceClose, a failed post or completion, and the loop's progress
+ * through closing, draining and release. Each move goes through {@link #moveTo}, which sets the new state's deadline,
+ * and {@link ChannelState#moveTo}, which refuses a move the lifecycle does not have. What a close waits for is the
+ * state (a close asked while connecting, the goodbye sent, flushes awaiting their event, the peer's drain), not a flag
+ * beside it; what a state needs to know besides is its datum, said at its field (FLUSHED_AWAITING_EVENT's,
+ * PEER_DRAINING's and the drains').
  *
  * <p>Owner: the channel's lock. Every method runs under it, whichever thread calls (writers, rdma_cm's event thread,
  * the transport's timer, the completion loop, closers), so no two threads ever decide a transition at once. The
- * exceptions are said so: {@link #state()}, {@link #peerDrain()} and {@link #acceptsWrites()} (volatile reads, for
- * the completion path and writers) and
- * {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the receive side reads,
- * happens only on the loop thread ({@link #progress}), or where no loop thread polls for the channel any more.
+ * exceptions are said so: {@link #state()} and {@link #acceptsWrites()} (a volatile read, for the completion path
+ * and writers) and {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the
+ * receive side reads, happens only on the loop thread ({@link #progress}), or where no loop thread polls for the
+ * channel any more.
  */
 final class ChannelLifecycle {
 
@@ -45,6 +48,8 @@ final class ChannelLifecycle {
     private static final long FLUSH_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
     /** What a closing caller waits beyond closeTimeout for the disconnect and release (done on the loop thread). */
     static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** The deadline of a state that holds none (see {@link ChannelState.Deadline}). */
+    private static final long NONE = 0;
 
     private final String id;
     private final InetSocketAddress remote;
@@ -57,29 +62,29 @@ final class ChannelLifecycle {
     private final Runnable release;
     private final CountDownLatch closed = new CountDownLatch(1);
 
+    /** Read without the lock by writers ({@link #acceptsWrites}) and the receive side (PEER_DRAINING delivers). */
     private volatile ChannelState state = ChannelState.CONNECTING;
-    private FabricException cause;
-    /** Written under the lock; read without it by {@link #acceptsWrites} (writers and Artemis ask often). */
-    private volatile boolean closeRequested;
-    private boolean goodbyeSent;
+    /** The state's deadline ({@link ChannelState#deadline}), a {@link System#nanoTime} set on entering it. */
+    private long deadline = NONE;
+    private final Outcome outcome = new Outcome();
     private boolean closedNotified;
-    /** The handler is not told of the close (it never saw the channel, or the caller gets the exception). */
-    private boolean silent;
-    /** The cause is only "work requests flushed": the disconnect event, if it comes in time, gives a better one. */
-    private boolean causeIsFlush;
-    /** The reason rdma_cm gave for the peer's disconnect, until the drain settles the cause. */
-    private String peerDisconnect;
-    /** The drain was begun by the peer's disconnect: successful receives are still delivered (loop thread reads). */
-    private volatile boolean peerDrain;
-    private boolean drainTimedOut;
-    private long closeDeadline;
-    private long drainDeadline;
-    private long flushGraceDeadline;
     /**
-     * The loop's poll count when a shared channel's drain was first checked, after the drain began; -1 before. The
-     * drain is proven by a poll that began after it and found the queue drained.
+     * FLUSHED_AWAITING_EVENT's datum: a close was asked before the flushes (or a forceClose since), so the event
+     * that comes answers our own close and names no reason unless frames were left unsent.
+     */
+    private boolean flushedWhileClosing;
+    /** PEER_DRAINING's datum: the reason rdma_cm gave, until the drain settles "closed" or "lost"; null: our close. */
+    private String peerDisconnect;
+    /**
+     * The draining states' datum: the loop's poll count when a shared channel's drain was first checked, after the
+     * drain began; -1 before. The drain is proven by a poll that began after it and found the queue drained.
      */
     private long drainFence = -1;
+    /**
+     * The states this channel has been in, one bit each: every move goes forward ({@link ChannelState#canMoveTo}),
+     * so the set is the path (debugState, tests).
+     */
+    private int path = ChannelState.CONNECTING.bit();
     /**
      * State moves made on a thread other than the channel's loop while it had one (under the lock): what is left of
      * the threads that move a channel besides its loop (issue 39: only the loop shall), for tests and debugState.
@@ -103,34 +108,45 @@ final class ChannelLifecycle {
         return state;
     }
 
-    /** Whether the peer began the drain, so that what it sent first is still delivered; any thread. */
-    boolean peerDrain() {
-        return peerDrain;
-    }
-
-    /** Open for writes: not closing, and no close asked for; any thread, without the lock (two volatile reads). */
+    /**
+     * Open for writes: connecting or open, no close asked for (a close moves OPEN on at once); any thread, without
+     * the lock (a volatile read). The writers' gate, set by the closing thread itself, refuses before this knows.
+     */
     boolean acceptsWrites() {
-        return state.compareTo(ChannelState.OPEN) <= 0 && !closeRequested;
+        ChannelState s = state;
+        return s == ChannelState.CONNECTING || s == ChannelState.OPEN;
     }
 
     FabricException cause() {
-        return cause;
+        return outcome.cause;
     }
 
     boolean drainTimedOut() {
-        return drainTimedOut;
+        return outcome.drainTimedOut;
     }
 
     /**
-     * Every state but OPEN has a deadline the loop's tick watches: a change made on another thread (a close, a
-     * failure, a disconnect event) wakes the loop, which may be blocked without a timeout.
+     * Moves to {@code next}, which holds {@code deadline} ({@link #NONE} for a state without one). Every state but
+     * OPEN has something the loop's tick watches: a change made on another thread (a failure, an abort) wakes the
+     * loop, which may be blocked without a timeout.
      */
-    private void moveTo(ChannelState next) {
-        state = state.moveTo(next, id);
+    private void moveTo(ChannelState next, long deadline) {
+        ChannelState moved = state.moveTo(next, id);
+        this.deadline = deadline;
+        path |= next.bit(); // before the volatile write: a thread that reads the state sees the path up to it
+        state = moved;
         if (resources.loop() != null && !resources.onLoopThread()) {
             movesOffLoop++;
         }
         resources.wakeLoop();
+    }
+
+    /**
+     * The states this channel went through, in order ("CONNECTING>OPEN>..."); under the lock, or after {@link #state}
+     * was read (the path up to that state is then seen).
+     */
+    String path() {
+        return ChannelState.path(path);
     }
 
     /** See {@link #movesOffLoop}; under the lock. */
@@ -140,16 +156,26 @@ final class ChannelLifecycle {
 
     // ------------------------------------------------------------------------------------------- establishment
 
-    /** Established (rdma_cm's event, connect's return, or the peer's first frame): frames flow. */
+    /**
+     * Established (rdma_cm's event, connect's return, or the peer's first frame): frames flow, or, when a close was
+     * asked meanwhile, the close goes on with its deadline: what was flushed first leaves first, as on an open channel.
+     */
     void established() {
         // the active side learns the peer's handshake when connect returns; an early event waits for it
-        if (state == ChannelState.CONNECTING && send.isReady()) {
-            moveTo(ChannelState.OPEN);
+        if (!state.connecting() || !send.isReady()) {
+            return;
+        }
+        if (state == ChannelState.CONNECTING) {
+            moveTo(ChannelState.OPEN, NONE);
             LOG.debug("channel {} established: -> {}", id, describe(remote));
             flush(false);
-            if (closeRequested && state == ChannelState.OPEN) {
-                beginOrderlyClose();
-            }
+            return;
+        }
+        moveTo(ChannelState.FLUSHING, deadline);
+        LOG.debug("channel {} established, closing: -> {}", id, describe(remote));
+        flush(false);
+        if (state == ChannelState.FLUSHING) {
+            continueOrderlyClose();
         }
     }
 
@@ -158,7 +184,7 @@ final class ChannelLifecycle {
      * channel now (CONNECTING, the peer's handshake known, a queue pair to tell).
      */
     boolean mayOpenOnPeerFrame() {
-        return state == ChannelState.CONNECTING && send.isReady() && resources.queuePair() != null;
+        return state.connecting() && send.isReady() && resources.queuePair() != null;
     }
 
     /**
@@ -167,7 +193,7 @@ final class ChannelLifecycle {
      * is returned) or come too late (the channel is already released).
      */
     FabricException expireHandshake(java.time.Duration timeout) {
-        if (state != ChannelState.CONNECTING) {
+        if (!state.connecting()) {
             // opened by the peer's first frame before rdma_cm's ESTABLISHED event, or already failing for a reason
             // of its own: its teardown goes on, with that reason
             return null;
@@ -189,22 +215,20 @@ final class ChannelLifecycle {
             return false;
         }
         if (state != ChannelState.RELEASING) {
-            silent = !notifyHandler; // before any thread can see the channel closing
-            if (state == ChannelState.OPEN || state == ChannelState.CLOSING) {
-                beginDisconnect(why);
+            outcome.silent = !notifyHandler; // before any thread can see the channel closing
+            if (state == ChannelState.OPEN || state.closing()) {
+                beginDisconnect(why, ChannelState.DRAINING);
             }
-            if (cause == null) {
-                cause = why;
-            }
+            outcome.decide(why);
             // never established, or established and failed: the fabric flushed nothing we wait for
             resources.destroyQueuePair();
         }
         if (noLoopWillRelease) {
-            moveTo(ChannelState.CLOSED);
+            moveTo(ChannelState.CLOSED, NONE);
             release.run();
             return true;
         }
-        moveTo(ChannelState.RELEASING);
+        moveTo(ChannelState.RELEASING, NONE);
         return false;
     }
 
@@ -217,53 +241,58 @@ final class ChannelLifecycle {
         if (state == ChannelState.CLOSED || (resources.queuePair() == null && state != ChannelState.RELEASING)) {
             return false;
         }
-        if (cause == null) {
-            cause = why; // before the disconnect event can offer a lesser reason
-        }
+        outcome.decide(why); // before the disconnect event can offer a lesser reason
         resources.disconnect();
         return true;
     }
 
     /** Active side: the accept reply was not acceptable; the established connection is torn down properly. */
     void failHandshake(FabricException why) {
-        silent = true; // the caller of connect gets the exception; the handler never saw this channel
-        if (state.compareTo(ChannelState.CLOSING) <= 0) {
-            beginDisconnect(why);
+        outcome.silent = true; // the caller of connect gets the exception; the handler never saw this channel
+        if (!state.tearingDown()) {
+            beginDisconnect(why, ChannelState.DRAINING);
         }
     }
 
     /** Whether a queue pair may be attached: only while CONNECTING; else the reason it may not. */
     FabricException refusesQueuePair() {
-        if (state == ChannelState.CONNECTING) {
+        if (state.connecting()) {
             return null;
         }
+        FabricException cause = outcome.cause;
         return new FabricException("channel " + id + " (" + describe(remote) + ") was " + state + " before its queue "
                 + "pair was ready" + (cause == null ? "" : ": " + cause.getMessage()));
     }
 
     // ------------------------------------------------------------------------------------------------ closing
 
-    /** Orderly close asked for: frames written go first, then the goodbye. */
+    /** Orderly close asked for: frames written go first, then the goodbye; a second close changes nothing. */
     void requestClose() {
-        if (!closeRequested && state.compareTo(ChannelState.CLOSING) < 0) {
-            closeRequested = true;
-            closeDeadline = System.nanoTime() + config.closeTimeout().toNanos();
-            if (state == ChannelState.OPEN) {
-                beginOrderlyClose();
-            } else {
-                // CONNECTING: established() or the connect's failure completes the close, or the deadline, which the
-                // loop's tick watches from now on
-                resources.wakeLoop();
-            }
+        long closeBy = System.nanoTime() + config.closeTimeout().toNanos();
+        if (state == ChannelState.OPEN) {
+            send.markFlushed(); // what was written goes before the goodbye, flushed or not
+            moveTo(ChannelState.FLUSHING, closeBy);
+            continueOrderlyClose();
+        } else if (state == ChannelState.CONNECTING) {
+            // established() or the connect's failure completes the close, or the deadline, which the loop's tick
+            // watches from now on
+            moveTo(ChannelState.CONNECTING_CLOSE_ASKED, closeBy);
         }
     }
 
-    /** Immediate close asked for: disconnect now if connected; a connecting channel is watched by the loop's tick. */
+    /**
+     * Immediate close asked for: disconnect now if connected; a connecting channel without its queue pair yet is
+     * watched by the loop's tick, its close due at once (unless a close asked before set its deadline).
+     */
     void requestForceClose() {
-        closeRequested = true;
-        if (state.compareTo(ChannelState.CLOSING) <= 0 && resources.queuePair() != null) {
-            beginDisconnect(null);
+        if (!state.tearingDown() && resources.queuePair() != null) {
+            beginDisconnect(null, ChannelState.DRAINING);
+        } else if (state == ChannelState.CONNECTING) {
+            moveTo(ChannelState.CONNECTING_CLOSE_ASKED, System.nanoTime() - 1);
         } else {
+            if (state == ChannelState.FLUSHED_AWAITING_EVENT) {
+                flushedWhileClosing = true; // the event now answers our own close
+            }
             resources.wakeLoop();
         }
     }
@@ -292,24 +321,23 @@ final class ChannelLifecycle {
         }
     }
 
-    /** The rdma_cm DISCONNECTED event: the peer's last frames are still drained and delivered. */
+    /** The rdma_cm DISCONNECTED event: the peer's last frames are still drained and delivered (PEER_DRAINING). */
     void peerDisconnected(String reason) {
-        if (state == ChannelState.CLOSED || state == ChannelState.RELEASING
-                || (state == ChannelState.DRAINING && !causeIsFlush)) {
+        if (state.tearingDown() && state != ChannelState.FLUSHED_AWAITING_EVENT) {
             return; // our own disconnect coming back, or already failing
         }
         // The cause is settled when the drain ends, not here: the peer's last frames (its goodbye among them) may
         // still wait in the completion queue, and only the loop thread can tell whether they came.
-        if (!closeRequested || !send.outboxEmpty()) {
-            peerDisconnect = reason;
-        }
-        peerDrain = true; // what the peer sent before disconnecting is still delivered
-        if (state == ChannelState.DRAINING) {
-            cause = null; // the disconnect explains the flushes seen before it
-            causeIsFlush = false;
+        boolean closeAsked = state == ChannelState.CONNECTING_CLOSE_ASKED || state.closing()
+                || (state == ChannelState.FLUSHED_AWAITING_EVENT && flushedWhileClosing);
+        peerDisconnect = !closeAsked || !send.outboxEmpty() ? reason : null;
+        if (state == ChannelState.FLUSHED_AWAITING_EVENT) {
+            outcome.cause = null; // the disconnect explains the flushes seen before it
+            // the drain began with the flushes: its bound counts from then
+            moveTo(ChannelState.PEER_DRAINING, deadline - FLUSH_GRACE_NANOS + DRAIN_TIMEOUT_NANOS);
             return;
         }
-        beginDisconnect(null);
+        beginDisconnect(null, ChannelState.PEER_DRAINING);
     }
 
     /**
@@ -321,7 +349,7 @@ final class ChannelLifecycle {
             return null;
         }
         closedNotified = true;
-        return new ClosedNotice(cause, silent);
+        return new ClosedNotice(outcome.cause, outcome.silent);
     }
 
     /** Whether the channel is released and its handler not yet told. */
@@ -338,7 +366,7 @@ final class ChannelLifecycle {
     }
 
     FabricException closedException() {
-        FabricException c = cause;
+        FabricException c = outcome.cause;
         return new FabricException("channel " + id + " to " + describe(remote) + " is closed"
                 + (c == null ? "" : ": " + c.getMessage()), c);
     }
@@ -354,7 +382,7 @@ final class ChannelLifecycle {
         // the goodbye is the last SEND: the close waits for the ring to drain, and only the goodbye's completion
         // retires it; a credit frame after it (credit owed for what the peer sent meanwhile) would be unsignaled,
         // nothing would retire it, and the close would sit out closeTimeout. The peer needs no credit from us now.
-        if (!state.sends() || goodbyeSent) {
+        if (!state.sends()) {
             return;
         }
         FabricException failed = send.flush(writer);
@@ -365,10 +393,10 @@ final class ChannelLifecycle {
 
     /**
      * Whether the loop must tick this channel soon: it is not simply open (connecting, closing, draining, released),
-     * a close was asked for, frames wait in the outbox, or a frame is half reassembled.
+     * frames wait in the outbox, or a frame is half reassembled.
      */
     boolean deadlineRunning() {
-        return state != ChannelState.OPEN || closeRequested || !send.outboxEmpty() || receive.reassembling();
+        return state != ChannelState.OPEN || !send.outboxEmpty() || receive.reassembling();
     }
 
     /** What a batch of completions ends in: a protocol error, a failed completion, or flushes (the queue pair died). */
@@ -382,15 +410,15 @@ final class ChannelLifecycle {
         } else if (receive.batchFlushed() && !state.tearingDown()) {
             if (receive.remoteClosing()) {
                 beginDisconnect(new FabricException("channel " + id + ": peer " + describe(remote)
-                        + " closed the connection"));
+                        + " closed the connection"), ChannelState.DRAINING);
             } else {
                 // flushes alone: the queue pair went to error, most likely a disconnect whose event is on its way;
                 // teardown waits a moment for it, so its reason can replace this one
                 LOG.debug("channel {} ({}): work requests flushed before any disconnect event", id, describe(remote));
+                flushedWhileClosing = state == ChannelState.CONNECTING_CLOSE_ASKED || state.closing();
                 beginDisconnect(new FabricException("channel " + id + " (" + describe(remote)
-                        + "): work requests flushed: the queue pair went to error"));
-                causeIsFlush = true;
-                flushGraceDeadline = System.nanoTime() + FLUSH_GRACE_NANOS;
+                        + "): work requests flushed: the queue pair went to error"),
+                        ChannelState.FLUSHED_AWAITING_EVENT);
             }
         }
     }
@@ -404,12 +432,11 @@ final class ChannelLifecycle {
         if (overdue != null) {
             fail(overdue); // logs it
         }
-        if (state == ChannelState.OPEN && !closeRequested) {
+        if (state == ChannelState.OPEN) {
             failIfStuck(now);
         }
-        if (state == ChannelState.CONNECTING && closeRequested && resources.queuePair() != null
-                && now - closeDeadline > 0) {
-            beginDisconnect(null); // closed before it was established, and it never was
+        if (state == ChannelState.CONNECTING_CLOSE_ASKED && resources.queuePair() != null && now - deadline > 0) {
+            beginDisconnect(null, ChannelState.DRAINING); // closed before it was established, and it never was
         }
         progress(now);
     }
@@ -450,35 +477,35 @@ final class ChannelLifecycle {
         if (state.sends()) {
             flush(false);
         }
-        if (state == ChannelState.CLOSING) {
+        if (state.closing()) {
             progressOrderlyClose(now);
         }
-        if (state == ChannelState.DRAINING && isDrained(now)) {
+        if (state.draining() && isDrained(now)) {
             finishTeardown();
         } else if (state == ChannelState.RELEASING) {
-            moveTo(ChannelState.CLOSED);
+            moveTo(ChannelState.CLOSED, NONE);
             release.run();
         }
     }
 
-    private void beginOrderlyClose() {
+    /** FLUSHING, just entered: what was written goes, then the goodbye if it may. */
+    private void continueOrderlyClose() {
         send.markFlushed(); // what was written goes before the goodbye, flushed or not
-        moveTo(ChannelState.CLOSING);
         flush(false);
-        if (state == ChannelState.CLOSING) {
+        if (state == ChannelState.FLUSHING) {
             progressOrderlyClose(System.nanoTime());
         }
     }
 
     /**
-     * Closing: pending frames go first, then a signaled goodbye (which also retires any unsignaled sends before it),
-     * the last SEND ({@link #flush} posts nothing after it); once every send is known complete, disconnect. Bounded
-     * by closeTimeout.
+     * Closing: pending frames go first (FLUSHING), then a signaled goodbye (which also retires any unsignaled sends
+     * before it), the last SEND (GOODBYE_SENT: {@link #flush} posts nothing after it); once every send is known
+     * complete, disconnect. Bounded by closeTimeout, the deadline both states hold.
      */
     private void progressOrderlyClose(long now) {
         if (send.outboxEmpty()) {
-            if (!goodbyeSent && send.goodbyeAffordable()) {
-                goodbyeSent = true;
+            if (state == ChannelState.FLUSHING && send.goodbyeAffordable()) {
+                moveTo(ChannelState.GOODBYE_SENT, deadline);
                 FabricException failed = send.sendGoodbye();
                 if (failed != null) {
                     fail(failed);
@@ -491,12 +518,12 @@ final class ChannelLifecycle {
             // peer that said goodbye itself needs none from us: with no credit left (the send that spent the last
             // one was signaled, so the ring still drains) we disconnect.
             boolean peerClosedAndNoCredit = receive.remoteClosing() && send.credits().sendCredits() == 0;
-            if ((goodbyeSent || peerClosedAndNoCredit) && send.ringOutstanding() == 0
-                    && state == ChannelState.CLOSING) {
-                beginDisconnect(null);
+            if ((state == ChannelState.GOODBYE_SENT || (state == ChannelState.FLUSHING && peerClosedAndNoCredit))
+                    && send.ringOutstanding() == 0) {
+                beginDisconnect(null, ChannelState.DRAINING);
             }
         }
-        if (state == ChannelState.CLOSING && now - closeDeadline > 0) {
+        if (state.closing() && now - deadline > 0) {
             String unsent = send.outboxEmpty() ? "no credit came back for the goodbye"
                     : send.outboxSize() + " frames unsent";
             if (CLOSE_TIMED_OUT.admit()) {
@@ -504,7 +531,8 @@ final class ChannelLifecycle {
                         describe(remote), config.closeTimeout().toMillis(), unsent);
             }
             beginDisconnect(send.outboxEmpty() ? null : new FabricException("channel " + id
-                    + ": close timed out with " + send.outboxSize() + " frames unsent to " + describe(remote)));
+                    + ": close timed out with " + send.outboxSize() + " frames unsent to " + describe(remote)),
+                    ChannelState.DRAINING);
         }
     }
 
@@ -518,7 +546,7 @@ final class ChannelLifecycle {
         } else if (FAILED.admit()) {
             LOG.error("{}", why.getMessage());
         }
-        beginDisconnect(why);
+        beginDisconnect(why, ChannelState.DRAINING);
     }
 
     private FabricException completionFailure(int status, String what) {
@@ -526,13 +554,15 @@ final class ChannelLifecycle {
                 + WcStatus.name(status) + ": " + WcStatus.meaning(status));
     }
 
-    /** Disconnect: every outstanding work request now completes (flushes); queued frames are dropped. */
-    private void beginDisconnect(FabricException why) {
-        if (cause == null) {
-            cause = why;
-        }
-        moveTo(ChannelState.DRAINING);
-        drainDeadline = System.nanoTime() + DRAIN_TIMEOUT_NANOS;
+    /**
+     * Disconnect: every outstanding work request now completes (flushes); queued frames are dropped. {@code drain}:
+     * DRAINING, PEER_DRAINING (the peer began it) or FLUSHED_AWAITING_EVENT (flushes began it).
+     */
+    private void beginDisconnect(FabricException why, ChannelState drain) {
+        outcome.decide(why);
+        long now = System.nanoTime();
+        moveTo(drain, drain == ChannelState.FLUSHED_AWAITING_EVENT ? now + FLUSH_GRACE_NANOS
+                : now + DRAIN_TIMEOUT_NANOS);
         // queued frames are dropped only at release: a partly posted one is still pointed at by sends
         send.stopWriting();
         resources.disconnect();
@@ -543,15 +573,19 @@ final class ChannelLifecycle {
      * completion, but is retired by the signaled one after it or is done anyway).
      */
     private boolean isDrained(long now) {
-        if (causeIsFlush && now - flushGraceDeadline < 0) {
-            return false;
+        long drainDeadline = deadline;
+        if (state == ChannelState.FLUSHED_AWAITING_EVENT) {
+            if (now - deadline < 0) {
+                return false; // the event may still come with its reason
+            }
+            drainDeadline = deadline - FLUSH_GRACE_NANOS + DRAIN_TIMEOUT_NANOS; // from the flushes, as DRAINING's
         }
         if (resources.queuePair() == null || (resources.receivesOutstanding() <= 0
                 && send.signaledOutstanding() == 0 && sharedReceivesSettled())) {
             return true;
         }
         if (now - drainDeadline > 0) {
-            drainTimedOut = true;
+            outcome.drainTimedOut = true;
             if (UNDRAINED.admit()) {
                 LOG.warn("channel {} ({}): {} receives and {} signaled sends did not complete after disconnect; "
                         + "destroying the queue pair anyway", id, describe(remote), resources.receivesOutstanding(),
@@ -583,25 +617,45 @@ final class ChannelLifecycle {
 
     /** Destroy the queue pair, then release what its work requests pointed at, then the connection's memory. */
     private void finishTeardown() {
-        settlePeerDisconnect();
-        moveTo(ChannelState.CLOSED);
+        if (state == ChannelState.PEER_DRAINING) {
+            settlePeerDisconnect();
+        }
+        moveTo(ChannelState.CLOSED, NONE);
         resources.destroyQueuePair();
         release.run();
-        LOG.debug("channel {} closed{}", id, cause == null ? "" : ": " + cause.getMessage());
+        LOG.debug("channel {} closed{}", id, outcome.cause == null ? "" : ": " + outcome.cause.getMessage());
     }
 
     /** After the drain: a peer's disconnect is an orderly close if its goodbye arrived, else a lost connection. */
     private void settlePeerDisconnect() {
-        if (peerDisconnect == null || (cause != null && !causeIsFlush)) {
+        if (peerDisconnect == null || outcome.cause != null) {
             return;
         }
-        cause = new FabricException(receive.remoteClosing()
+        outcome.cause = new FabricException(receive.remoteClosing()
                 ? "channel " + id + ": peer " + describe(remote) + " closed the connection"
                 : "channel " + id + ": connection to " + describe(remote) + " lost: " + peerDisconnect);
-        causeIsFlush = false;
         peerDisconnect = null;
         if (ENDED.admit()) {
-            LOG.info("{}", cause.getMessage());
+            LOG.info("{}", outcome.cause.getMessage());
+        }
+    }
+
+    /**
+     * How the channel ended, decided by the first teardown decision: its cause (null: a clean local close) is the
+     * first one given, but for two states that settle it later: FLUSHED_AWAITING_EVENT's "work requests flushed" is
+     * dropped when the DISCONNECTED event explains the flushes, and PEER_DRAINING's "closed" or "lost" is decided when
+     * the drain ends. {@code silent}: the handler is not told (it never saw the channel, or the caller gets the
+     * exception): an abort sets it as it tears down. {@code drainTimedOut}: the drain gave up (tests, the log).
+     */
+    private static final class Outcome {
+        FabricException cause;
+        boolean silent;
+        boolean drainTimedOut;
+
+        void decide(FabricException why) {
+            if (cause == null) {
+                cause = why;
+            }
         }
     }
 

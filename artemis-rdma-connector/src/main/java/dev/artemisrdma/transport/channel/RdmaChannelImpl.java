@@ -238,7 +238,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /** See {@link HandlerSlot#makeIfNeeded}; before the channel opens. */
     private FabricException handlerReady() {
-        return handler.makeIfNeeded(this, remote, () -> life.state() == ChannelState.CONNECTING);
+        return handler.makeIfNeeded(this, remote, () -> life.state().connecting());
     }
 
     /**
@@ -452,7 +452,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * until then.
      */
     private void openOnPeerFrame(int status) {
-        if (life.state() != ChannelState.CONNECTING || status != WcStatus.SUCCESS) {
+        if (!life.state().connecting() || status != WcStatus.SUCCESS) {
             return; // an open channel's completions leave here after one volatile read
         }
         FabricException refused = handlerReady();
@@ -883,6 +883,14 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         }
     }
 
+    /**
+     * The states the channel went through, in order (for tests: see {@link ChannelState#path}); without the lock, so
+     * complete up to the state a caller last read ({@link #state}, {@link #isClosed}).
+     */
+    String path() {
+        return life.path();
+    }
+
     /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
     boolean drainTimedOut() {
         lock.lock();
@@ -929,7 +937,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         lock.lock();
         try {
             return id + " " + life.state() + " " + send.debugState() + " receives="
-                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop();
+                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop() + " path="
+                    + life.path();
         } finally {
             lock.unlock();
         }
@@ -969,14 +978,16 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     public void onReceiveCompletion(int slot, int status, int byteLength, long immediate) {
         openOnPeerFrame(status);
         // a drain the peer began still delivers what it sent first: successful completions precede the flushes
-        receive.onReceive(slot, status, byteLength, immediate, life.state().tearingDown(), life.peerDrain());
+        ChannelState s = life.state();
+        receive.onReceive(slot, status, byteLength, immediate, s.tearingDown(), s == ChannelState.PEER_DRAINING);
     }
 
     @Override
     public void onSharedReceiveCompletion(ByteBuffer poolView, int base, int status, int byteLength, long immediate) {
         openOnPeerFrame(status);
-        receive.onSharedReceive(poolView, base, status, byteLength, immediate, life.state().tearingDown(),
-                life.peerDrain());
+        ChannelState s = life.state();
+        receive.onSharedReceive(poolView, base, status, byteLength, immediate, s.tearingDown(),
+                s == ChannelState.PEER_DRAINING);
         if (receive.batchArrived() + receive.batchReleased() > peerHeldAtBatchStart) {
             checkOverdrawn();
         }

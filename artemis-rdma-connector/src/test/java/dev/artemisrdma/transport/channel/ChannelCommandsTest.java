@@ -17,13 +17,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
-import dev.artemisrdma.transport.ChannelAcceptor;
 import dev.artemisrdma.transport.Connection;
 import dev.artemisrdma.transport.FakeFabric;
 import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
-import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -214,18 +212,11 @@ class ChannelCommandsTest {
         List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
         try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
              RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
-            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), new ChannelAcceptor() {
-                @Override
-                public void admit(RdmaChannel channel) {
-                    admitted.add(channel);
-                }
-
-                @Override
-                public ChannelHandler onAccepted(RdmaChannel channel) {
-                    accepted.add(channel);
-                    return accepted.size() == 1 ? busy : new Peers.Recorder();
-                }
-            });
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), Peers.admittingEach(admitted::add,
+                    channel -> {
+                        accepted.add(channel);
+                        return accepted.size() == 1 ? busy : new Peers.Recorder();
+                    }));
             RdmaChannel first = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
             Peers.await("the first accepted", 5000, () -> accepted.size() == 1);
             first.write(ByteBuffer.wrap(new byte[] {1}), true);
