@@ -349,20 +349,18 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         try {
             qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
         } catch (ConnectionRejectedException e) {
-            ch.queuePairSetupEnded();
             String reason = Handshake.decodeReject(e.rejectData());
             // not one of ours (no listener, or not our protocol there): the fabric's own words say more
             String what = Handshake.isOurReject(e.rejectData()) ? "rejected by " + describe(remote) + ": " + reason
                     : e.getMessage();
             FabricException why = Handshake.isOurReject(e.rejectData()) && RecallPending.isReason(reason)
                     ? new RecallPending(what, e) : new FabricException(what, e);
-            ch.abortUnestablished(why, false);
+            ch.setupFailed(why, false);
             // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
             throw why;
         } catch (FabricException | RuntimeException e) {
-            ch.queuePairSetupEnded();
-            ch.abortUnestablished(e instanceof FabricException ? (FabricException) e
+            ch.setupFailed(e instanceof FabricException ? (FabricException) e
                     : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
             throw e;
         }
@@ -515,7 +513,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                         config.rnrRetryCount(), deadline);
             } catch (FabricException | RuntimeException e) {
                 deadline.failed();
-                ch.queuePairSetupEnded();
                 boolean retry = RecallPending.isCause(e);
                 if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
                     LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name,
@@ -527,7 +524,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 } catch (RuntimeException ignored) {
                     // the request may already be consumed by the failed accept
                 }
-                ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
+                ch.setupFailed(new FabricException("accepting the connection from " + describe(peerAddress)
                         + " failed: " + e.getMessage(), e), true);
             }
         } finally {

@@ -53,12 +53,13 @@ import dev.artemisrdma.transport.wire.Handshake;
  * </ul>
  *
  * <p>Threads, one owner per part. The lifecycle, the resources, the send side and the membership are guarded by
- * {@link #lock}: writers, the thread setting the connection up, and the completion loop take it (the fabric forbids
- * concurrent posts on one queue pair, and the loop posts reposts and credit frames too). rdma_cm's event thread, the
- * transport's timer and closers do not: they ask the loop ({@link ChannelCommands}), which carries their requests out
- * in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move). The receive
- * side is the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once
- * per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
+ * {@link #lock}: writers, the thread setting the connection up (until its queue pair is attached), and the
+ * completion loop take it (the fabric forbids concurrent posts on one queue pair, and the loop posts reposts and
+ * credit frames too). rdma_cm's event thread, the transport's timer, closers and the set-up's outcome (connect
+ * returned, or connect or accept failed) do not: they ask the loop ({@link ChannelCommands}), which carries their
+ * requests out in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move).
+ * The receive side is the completion loop thread's alone, without the lock; what a batch taught is applied under the
+ * lock once per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
  * thread polls for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are
  * made on the loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot
  * deadlock against a callback.
@@ -364,7 +365,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /**
      * The queue pair exists: size the send side by what it really got, and post every receive. From this call on the
      * queue pair is this channel's, whatever follows: the fabric hands it over and never destroys it, the channel does
-     * (on a failure here, through {@link #abortUnestablished}, which the transport calls). Only a CONNECTING channel
+     * (on a failure here, through {@link #setupFailed}, which the transport calls). Only a CONNECTING channel
      * takes one: a channel released meanwhile (its handshake deadline passed, or its loop died, while the accept was
      * under way) has no memory to post receives into and no loop to poll them, so the queue pair is destroyed here.
      */
@@ -416,10 +417,28 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
     }
 
-    /** Active side: connect returned with the peer's accept. */
+    /**
+     * Active side: connect returned with the peer's accept. The channel's loop applies the peer's handshake and opens
+     * the channel (CONNECTED, {@link #runCommands}); this caller waits for its verdict, at most connectTimeout, and
+     * throws what applying the handshake threw (a protocol error in it), as when it applied it itself.
+     */
     public void activeEstablished(Handshake.Params peer) throws FabricException {
-        setPeer(peer);
-        onEstablished();
+        commands.connected(peer).await(config.connectTimeout().toNanos(), () -> new FabricException("channel " + id
+                + " (" + describe(remote) + "): its completion loop did not open it within connectTimeout ("
+                + config.connectTimeout().toMillis() + " ms): a handler holds the loop"));
+    }
+
+    /** CONNECTED, on the loop (or where no loop runs it): the peer's handshake, then open; the caller told. */
+    private void applyConnected(ChannelCommands.Connected connected) {
+        Throwable refused = null;
+        try {
+            setPeer(connected.peer());
+            onEstablished();
+        } catch (FabricException | RuntimeException | Error e) {
+            refused = e;
+        } finally {
+            connected.answer(refused);
+        }
     }
 
     /** Established: the handler made if it is still to be made (outside the lock), then the channel opens. */
@@ -497,79 +516,77 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         if (HANDSHAKE_EXPIRED.admit()) {
             LOG.warn("{}", why.getMessage());
         }
-        finishAbort(releasedHere);
+        if (releasedHere) {
+            notifyClosed();
+        }
         return true;
     }
 
     /**
-     * Connect or accept failed before the channel was established: release what bind/attach took. The queue pair
-     * is destroyed here; the memory is released by the loop thread (a completion already polled may still be read
-     * there), which this waits for, briefly.
+     * Connect or accept failed before the channel was established: the channel's loop releases what bind and attach
+     * took (SETUP_FAILED, {@link #runCommands}): the queue pair at once, the memory where no completion already
+     * polled can still read it. This caller waits for the release, briefly. {@code notifyHandler}: the handler is
+     * told (none is, on the active side: the caller of connect gets the exception).
      */
-    public void abortUnestablished(FabricException why, boolean notifyHandler) {
-        abortUnestablished(why, notifyHandler, false);
+    public void setupFailed(FabricException why, boolean notifyHandler) {
+        commands.setupFailed(new ChannelCommands.SetupFailure(why, notifyHandler, false));
+        life.awaitClosed(CLOSE_GRACE_NANOS);
+    }
+
+    /** Active side: the accept reply was not acceptable; the loop tears the established connection down properly. */
+    public void failHandshake(FabricException why) {
+        commands.setupFailed(new ChannelCommands.SetupFailure(why, false, true));
+        life.awaitClosed(life.closeWaitNanos());
     }
 
     /**
-     * {@code loopGone}: called on our completion loop's thread as it dies; it polls nothing any more, so the memory
-     * is released here (nobody else would).
+     * SETUP_FAILED, on the loop (or where no loop runs it): a queue pair the fabric was creating is gone, or ours to
+     * abort; an established one whose accept reply was refused drains first.
      */
-    private void abortUnestablished(FabricException why, boolean notifyHandler, boolean loopGone) {
+    private void applySetupFailure(ChannelCommands.SetupFailure failure) {
+        if (failure.connected()) {
+            lock.lock();
+            try {
+                life.failHandshake(failure.cause());
+            } finally {
+                lock.unlock();
+            }
+            return;
+        }
         boolean releasedHere;
         lock.lock();
         try {
-            releasedHere = life.abort(why, notifyHandler, loopGone);
+            resources.setupEnded(life.state() == ChannelState.CLOSED);
+            releasedHere = life.abort(failure.cause(), failure.tellHandler(), false);
         } finally {
             lock.unlock();
         }
-        finishAbort(releasedHere);
-    }
-
-    private void finishAbort(boolean releasedHere) {
         if (releasedHere) {
             notifyClosed();
-        } else {
-            life.awaitClosed(CLOSE_GRACE_NANOS);
-        }
-    }
-
-    /** The transport's connect or accept failed: a queue pair the fabric was creating is gone, or ours to abort. */
-    public void queuePairSetupEnded() {
-        lock.lock();
-        try {
-            resources.setupEnded(life.state() == ChannelState.CLOSED);
-        } finally {
-            lock.unlock();
         }
     }
 
     /**
      * Our completion loop died: nobody will poll this queue pair's completions, so there is nothing to drain. The
-     * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
-     * refused by {@link #attach} instead.
+     * queue pair goes to error and is destroyed at once, then the handler hears the cause; all on the dying loop's
+     * thread, which polls nothing any more, so the memory is released here (nobody else would). One not attached
+     * yet is refused by {@link #attach} instead.
      */
     @Override
     public void loopFailed(FabricException why) {
+        boolean releasedHere;
         lock.lock();
         try {
             if (!life.loopFailed(why)) {
                 return;
             }
+            releasedHere = life.abort(why, true, true);
         } finally {
             lock.unlock();
         }
-        abortUnestablished(why, true, true);
-    }
-
-    /** Active side: the accept reply was not acceptable; tear the established connection down properly. */
-    public void failHandshake(FabricException why) {
-        lock.lock();
-        try {
-            life.failHandshake(why);
-        } finally {
-            lock.unlock();
+        if (releasedHere) {
+            notifyClosed();
         }
-        life.awaitClosed(life.closeWaitNanos());
     }
 
     // ------------------------------------------------------------------------------------------------ public API
@@ -816,19 +833,25 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     /**
-     * Carries out what other threads asked ({@link ChannelCommands}): rdma_cm's events first, in the order it reports
-     * them (ESTABLISHED before DISCONNECTED), with the handshake deadline after ESTABLISHED (whichever of the two
-     * reached the channel, an open channel outlives its deadline), then the local requests, close before forceClose.
-     * On the loop thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline
-     * runs.
+     * Carries out what other threads asked ({@link ChannelCommands}): the establishment first (rdma_cm's ESTABLISHED,
+     * then connect's return, CONNECTED), with the handshake deadline after it (whichever of the two reached the
+     * channel, an open channel outlives its deadline), then a failed set-up (SETUP_FAILED), then rdma_cm's
+     * DISCONNECTED (it reports ESTABLISHED before it), then the local requests, close before forceClose. On the loop
+     * thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline runs.
      */
     @Override
     public boolean runCommands(int requests) {
         if ((requests & ChannelCommands.ESTABLISHED) != 0) {
             onEstablished();
         }
+        if ((requests & ChannelCommands.CONNECTED) != 0) {
+            applyConnected(commands.connected());
+        }
         if ((requests & ChannelCommands.HANDSHAKE_EXPIRED) != 0) {
             commands.expiry().applyExpiry();
+        }
+        if ((requests & ChannelCommands.SETUP_FAILED) != 0) {
+            applySetupFailure(commands.setupFailure());
         }
         lock.lock();
         try {

@@ -27,10 +27,11 @@ import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
- * Issue 39, first slice: rdma_cm's events, the handshake deadline and close/forceClose reach a channel as requests
- * to its completion loop ({@link ChannelCommands}), and only the loop moves the channel's state for them. Each test
- * counts the state moves made off the loop thread ({@link RdmaChannelImpl#movesOffLoop}): the active side's open on
- * the connecting thread is the one left (its own slice), so the counts are taken after the connection is up.
+ * Issue 39: rdma_cm's events, the handshake deadline and close/forceClose (first slice), and the outcome of a
+ * connect or accept (third slice: CONNECTED, SETUP_FAILED) reach a channel as requests to its completion loop
+ * ({@link ChannelCommands}), and only the loop moves the channel's state for them. Each test counts the state moves
+ * made off the loop thread ({@link RdmaChannelImpl#movesOffLoop}), or holds the loop in a handler to show that the
+ * asking thread changes nothing and the loop does once released.
  */
 class ChannelCommandsTest {
 
@@ -230,6 +231,142 @@ class ChannelCommandsTest {
             busy.release.countDown();
             Peers.await("all accepted", 5000, () -> accepted.size() == 5);
             assertEquals(admitted, accepted, "accepted out of the order they were established in");
+        } finally {
+            busy.release.countDown();
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /**
+     * Connect returned with the peer's accept while the client's loop is busy in a handler: the connecting caller
+     * only asks (CONNECTED) and waits; the loop applies the peer's handshake and opens the channel once released, and
+     * only then does connect return.
+     */
+    @Test
+    void aConnectThatReturnedIsOpenedByTheLoop() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).completionThreads(1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
+        List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, config());
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, oneLoop)) {
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(),
+                    Peers.admitting(ch -> { }, accepted::add, new Peers.Recorder()));
+            clientTransport.connect(listener.localAddress(), busy);
+            Peers.await("the first accepted", 5000, () -> accepted.size() == 1);
+            accepted.get(0).write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the client's loop busy in its handler");
+
+            CompletableFuture<RdmaChannel> connecting = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+                } catch (FabricException e) {
+                    throw new AssertionError(e);
+                }
+            });
+            Peers.await("the second accepted", 5000, () -> accepted.size() == 2);
+            Thread.sleep(100);
+            assertFalse(connecting.isDone(), "connect opened its channel without the (busy) loop");
+
+            busy.release.countDown();
+            RdmaChannelImpl second = (RdmaChannelImpl) connecting.get(10, TimeUnit.SECONDS);
+            assertEquals(ChannelState.OPEN, second.state(), "connect returned before the loop opened the channel");
+            assertEquals(0, second.movesOffLoop(), "the connecting thread moved the channel: " + second.debugState());
+            assertEquals("CONNECTING>OPEN", second.path());
+            second.write(ByteBuffer.wrap(new byte[] {2}), true); // the peer's handshake applied: frames flow
+            Peers.await("the frame on the second connection", 5000, () -> second.stats().framesSent() == 1);
+        } finally {
+            busy.release.countDown();
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /**
+     * A connect the listener refuses while the client's loop is busy: the connecting caller asks its loop to tear the
+     * channel down (SETUP_FAILED) and still throws the refusal on its own thread, after the release wait; the queue
+     * pair it had is destroyed by the loop, once released, not by the caller.
+     */
+    @Test
+    void aRefusedConnectIsTornDownByTheLoopAndThrowsOnTheCaller() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).completionThreads(1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
+        CompletableFuture<RdmaChannel> accepted = new CompletableFuture<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, config());
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, oneLoop)) {
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(),
+                    Peers.admitting(ch -> { }, accepted::complete, new Peers.Recorder()));
+            RdmaServer refusing = serverTransport.listen(Peers.serverAddress(), Peers.refusing("not today"));
+            clientTransport.connect(listener.localAddress(), busy);
+            accepted.get(5, TimeUnit.SECONDS).write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the client's loop busy in its handler");
+            int live = fabric.liveQueuePairs();
+
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(refusing.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("not today"), refused.getMessage());
+            assertEquals(live + 1, fabric.liveQueuePairs(),
+                    "the connecting thread destroyed the refused channel's queue pair itself");
+            assertEquals(2, clientTransport.channelCount(), "the refused channel was released off its loop");
+
+            busy.release.countDown();
+            Peers.await("the refused channel released by its loop", 5000, () -> fabric.liveQueuePairs() == live
+                    && clientTransport.channelCount() == 1);
+        } finally {
+            busy.release.countDown();
+            fabric.close();
+        }
+        fabric.assertNoViolations();
+    }
+
+    /**
+     * An accept that fails after its channel was bound to a busy loop (the fabric refuses to hand over the queue
+     * pair): the accepting thread asks the loop (SETUP_FAILED), which alone releases the channel once released; the
+     * application never hears of it.
+     */
+    @Test
+    void aFailedAcceptIsReleasedByTheLoop() throws Exception {
+        FakeFabric fabric = new FakeFabric();
+        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).completionThreads(1).build();
+        Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
+        List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
+        List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
+        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
+             RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
+            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), Peers.admittingEach(admitted::add,
+                    channel -> {
+                        accepted.add(channel);
+                        return busy;
+                    }));
+            RdmaChannel first = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+            first.write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the server's loop busy in its handler");
+            fabric.beforeAcceptPrepare(qpn -> {
+                throw new IllegalStateException("no queue pair for the test");
+            });
+
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> clientTransport.connect(listener.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("no queue pair for the test"), refused.getMessage());
+            RdmaChannelImpl failed = (RdmaChannelImpl) admitted.get(1);
+            Peers.await("the failure asked of the busy loop", 5000, failed::commandsPending);
+            Thread.sleep(50);
+            assertEquals(ChannelState.CONNECTING, failed.state(), "a thread other than the loop moved the channel");
+
+            busy.release.countDown();
+            Peers.await("the failed channel released", 5000, failed::isClosed);
+            assertTrue(failed.closeCause().getMessage().contains("accepting the connection from"),
+                    failed.closeCause().getMessage());
+            assertEquals(0, failed.movesOffLoop(), "the accepting thread moved the channel: " + failed.debugState());
+            assertEquals(1, accepted.size(), "the application heard of the failed accept");
+            Peers.await("only the first connection left", 5000, () -> serverTransport.channelCount() == 1);
         } finally {
             busy.release.countDown();
             fabric.close();
