@@ -168,7 +168,7 @@ final class ChannelCommands {
     static final class Connected {
         private final Handshake.Params peer;
         private final CountDownLatch answered = new CountDownLatch(1);
-        private volatile Throwable refused;
+        private volatile FabricException refused;
 
         Connected(Handshake.Params peer) {
             this.peer = peer;
@@ -179,8 +179,8 @@ final class ChannelCommands {
         }
 
         /** The loop's verdict (or the asking thread's, where no loop runs the request); once. */
-        void answer(Throwable thrown) {
-            refused = thrown;
+        void answer(FabricException why) {
+            refused = why;
             answered.countDown();
         }
 
@@ -198,13 +198,9 @@ final class ChannelCommands {
                 Thread.currentThread().interrupt();
                 throw new FabricException(late.get().getMessage() + " (interrupted)", e);
             }
-            Throwable t = refused;
-            if (t instanceof FabricException f) {
-                throw f;
-            } else if (t instanceof RuntimeException r) {
-                throw r;
-            } else if (t instanceof Error e) {
-                throw e;
+            FabricException why = refused;
+            if (why != null) {
+                throw why;
             }
         }
     }

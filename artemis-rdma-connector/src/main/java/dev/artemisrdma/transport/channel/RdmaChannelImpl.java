@@ -428,16 +428,24 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 + config.connectTimeout().toMillis() + " ms): a handler holds the loop"));
     }
 
-    /** CONNECTED, on the loop (or where no loop runs it): the peer's handshake, then open; the caller told. */
+    /**
+     * CONNECTED, on the loop (or where no loop runs it): the peer's handshake, then open; the caller told. What else
+     * goes wrong is its failure too (a caller told nothing would take a channel that never opened).
+     */
     private void applyConnected(ChannelCommands.Connected connected) {
-        Throwable refused = null;
+        FabricException refused = null;
+        boolean applied = false;
         try {
             setPeer(connected.peer());
             onEstablished();
-        } catch (FabricException | RuntimeException | Error e) {
+            applied = true;
+        } catch (FabricException e) {
             refused = e;
+        } catch (RuntimeException e) {
+            refused = new FabricException("channel " + id + " (" + describe(remote) + "): opening it failed: " + e, e);
         } finally {
-            connected.answer(refused);
+            connected.answer(applied || refused != null ? refused : new FabricException("channel " + id + " ("
+                    + describe(remote) + "): opening it failed on its completion loop (see the loop's log)"));
         }
     }
 
