@@ -25,6 +25,7 @@ import dev.artemisrdma.transport.api.TlsEngineFactory;
 import javax.net.ssl.SSLEngine;
 import dev.artemisrdma.transport.tls.TlsChannel;
 import dev.artemisrdma.transport.channel.ChannelHost;
+import dev.artemisrdma.transport.channel.ChannelSpec;
 import dev.artemisrdma.transport.channel.HandshakeDeadline;
 import dev.artemisrdma.transport.channel.RdmaChannelImpl;
 import dev.artemisrdma.transport.config.TransportConfig;
@@ -338,10 +339,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     private RdmaChannel connectOnce(InetSocketAddress remote, ChannelHandler handler, boolean speaksTls)
             throws FabricException {
-        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
-        if (speaksTls) {
-            ch.speakTls();
-        }
+        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler,
+                ChannelSpec.connecting(speaksTls));
         channels.add(ch);
         ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
                 config.rnrRetryCount(), config.retryCount(), config.connectTimeout(), config.addressing());
@@ -468,26 +467,24 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         boolean handedOver = false;
         boolean slotHandedOver = false;
         try {
-            RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
-            if (speaksTls) {
-                ch.speakTls();
-            }
+            boolean sharing = resources(request.device()).fit.sharesReceives();
+            // the application's side of the connection (for Artemis, its Connection) is made only once the peer
+            // finished connecting: an unfinished handshake costs it nothing
+            ChannelSpec spec = new ChannelSpec(speaksTls, peer, sharing && peer.acceptsCreditGrowth(),
+                    peer.answersCreditRecall(), // a window that cannot be recalled does not grow
+                    pool(request.device()), acceptor::onAccepted);
+            RdmaChannelImpl ch;
             try {
-                ch.setPeer(peer);
+                ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null, spec);
             } catch (FabricException e) {
                 rejectLogged(request, peerAddress, e.getMessage());
                 return;
             }
-            if (resources(request.device()).fit.sharesReceives()) {
-                if (peer.acceptsCreditGrowth()) {
-                    ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
-                } else if (OWN_QUEUE.admit()) {
-                    LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
-                            + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
-                }
+            if (sharing && !peer.acceptsCreditGrowth() && OWN_QUEUE.admit()) {
+                LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
+                        + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
             }
             try {
-                ch.usePool(pool(request.device()));
                 acceptor.admit(ch);
             } catch (RuntimeException | Error e) {
                 if (REFUSED.admit()) {
@@ -497,9 +494,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
                 return;
             }
-            // the application's side of the connection (for Artemis, its Connection) is made only once the peer
-            // finished connecting: an unfinished handshake costs it nothing
-            ch.createHandlerOnEstablished(acceptor::onAccepted);
             sourcePlaces.put(ch, new SourcePlace(source, slot, place)); // given back when the channel is gone
             slotHandedOver = true;
             channels.add(ch);

@@ -4,7 +4,6 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
@@ -123,8 +122,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
-    /** This side states TLS in its handshake: set by the transport before the handshake is encoded. */
-    private volatile boolean speaksTls;
+    /** This side states TLS in its handshake (its {@link ChannelSpec}). */
+    private final boolean speaksTls;
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
@@ -142,14 +141,22 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return counters;
     }
 
+    /**
+     * A channel as {@code spec} says (see there); {@code handler}: the active side's, null where the spec's factory
+     * makes it.
+     *
+     * @throws FabricException when the peer's handshake in {@code spec} breaks the credit window's bound (a protocol
+     *                         error: the request is refused with it)
+     */
     public RdmaChannelImpl(ChannelHost transport, TransportConfig config, String id, InetSocketAddress remote,
-                           InetSocketAddress local, ChannelHandler handler) {
+                           InetSocketAddress local, ChannelHandler handler, ChannelSpec spec) throws FabricException {
         this.transport = transport;
         this.config = config;
         this.id = id;
         this.remote = remote;
         this.local = local;
-        this.handler = new HandlerSlot(handler);
+        this.handler = new HandlerSlot(handler, spec.handlerFactory());
+        this.speaksTls = spec.speaksTls();
         this.slots = config.postedReceives();
         this.slotSize = config.slotSize();
         this.repostBatch = config.repostBatch();
@@ -161,11 +168,15 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         this.life = new ChannelLifecycle(id, remote, config, send, receive, shared, resources,
                 () -> resources.release(send, receive, shared, this));
         this.commands = new ChannelCommands(this, resources);
-    }
-
-    /** States TLS in this side's handshake ({@link Handshake#FEATURE_TLS}); before the handshake leaves. */
-    public void speakTls() {
-        speaksTls = true;
+        if (spec.peer() != null) {
+            setPeer(spec.peer());
+        }
+        if (spec.sharesReceives()) {
+            shared.share(spec.windowGrows()); // before bind: it sizes the loop slot and the registration
+        }
+        if (spec.pool() != null) {
+            resources.usePool(spec.pool());
+        }
     }
 
     /**
@@ -179,19 +190,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                     shared.maxCredits());
         }
         return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
-    }
-
-    /**
-     * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
-     * side, for a peer that accepts credit growth. {@code grows}: the peer answers recalls, so its window may grow.
-     */
-    public void shareReceives(boolean grows) {
-        lock.lock();
-        try {
-            shared.share(grows);
-        } finally {
-            lock.unlock();
-        }
     }
 
     @Override
@@ -229,24 +227,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return config.completionEntriesPerConnection(shared.shares());
     }
 
-    /**
-     * Passive side: the handler is made by {@code factory} once the connection is established, not when the request
-     * arrives, so that a peer that never finishes connecting costs the application nothing (see {@link HandlerSlot}).
-     */
-    public void createHandlerOnEstablished(Function<RdmaChannel, ChannelHandler> factory) {
-        handler.makeOnEstablished(factory);
-    }
-
     /** See {@link HandlerSlot#makeIfNeeded}; before the channel opens. */
     private FabricException handlerReady() {
         return handler.makeIfNeeded(this, remote, () -> life.state().connecting());
     }
 
-    /**
-     * The peer's handshake: how we must fragment for it and what it grants.
-     *
-     * @throws FabricException when its values break the credit window's bound (a protocol error)
-     */
     /**
      * Runs {@code gone} once the fabric let go of this closed channel's queue pair and rdma_cm id (whose destroy may
      * wait a minute for a DREQ the peer does not answer); at once when it never had one. For the transport, once the
@@ -267,7 +252,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         }
     }
 
-    public void setPeer(Handshake.Params peer) throws FabricException {
+    /**
+     * The peer's handshake: how we must fragment for it and what it grants. From the constructor (passive side) or
+     * from CONNECTED (active side, on the loop).
+     *
+     * @throws FabricException when its values break the credit window's bound (a protocol error)
+     */
+    private void setPeer(Handshake.Params peer) throws FabricException {
         lock.lock();
         try {
             send.peer(peer);
@@ -327,10 +318,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                 commands.disconnected(reason);
             }
         };
-    }
-
-    public void usePool(BufferPool pool) {
-        resources.usePool(pool);
     }
 
     /** Whether this channel's memory comes from {@code pool} (so from that pool's device). */
