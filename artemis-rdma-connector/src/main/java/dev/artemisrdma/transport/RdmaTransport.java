@@ -25,6 +25,7 @@ import dev.artemisrdma.transport.api.TlsEngineFactory;
 import javax.net.ssl.SSLEngine;
 import dev.artemisrdma.transport.tls.TlsChannel;
 import dev.artemisrdma.transport.channel.ChannelHost;
+import dev.artemisrdma.transport.channel.ChannelSpec;
 import dev.artemisrdma.transport.channel.HandshakeDeadline;
 import dev.artemisrdma.transport.channel.RdmaChannelImpl;
 import dev.artemisrdma.transport.config.TransportConfig;
@@ -338,10 +339,8 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
 
     private RdmaChannel connectOnce(InetSocketAddress remote, ChannelHandler handler, boolean speaksTls)
             throws FabricException {
-        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler);
-        if (speaksTls) {
-            ch.speakTls();
-        }
+        RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), remote, null, handler,
+                ChannelSpec.connecting(speaksTls));
         channels.add(ch);
         ConnectOptions options = new ConnectOptions(Handshake.encodeConnect(ch.localParams()),
                 config.rnrRetryCount(), config.retryCount(), config.connectTimeout(), config.addressing());
@@ -349,20 +348,18 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         try {
             qp = fabric.connect(remote, accounted(ch.setup()), options, ch.events());
         } catch (ConnectionRejectedException e) {
-            ch.queuePairSetupEnded();
             String reason = Handshake.decodeReject(e.rejectData());
             // not one of ours (no listener, or not our protocol there): the fabric's own words say more
             String what = Handshake.isOurReject(e.rejectData()) ? "rejected by " + describe(remote) + ": " + reason
                     : e.getMessage();
             FabricException why = Handshake.isOurReject(e.rejectData()) && RecallPending.isReason(reason)
                     ? new RecallPending(what, e) : new FabricException(what, e);
-            ch.abortUnestablished(why, false);
+            ch.setupFailed(why, false);
             // the caller decides how loud: a connector retrying for ever reports an outage once, not each attempt
             LOG.debug("{}: connection {} {}", name, ch.id(), why.getMessage());
             throw why;
         } catch (FabricException | RuntimeException e) {
-            ch.queuePairSetupEnded();
-            ch.abortUnestablished(e instanceof FabricException ? (FabricException) e
+            ch.setupFailed(e instanceof FabricException ? (FabricException) e
                     : new FabricException("connect to " + describe(remote) + " failed: " + e, e), false);
             throw e;
         }
@@ -470,26 +467,24 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
         boolean handedOver = false;
         boolean slotHandedOver = false;
         try {
-            RdmaChannelImpl ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null);
-            if (speaksTls) {
-                ch.speakTls();
-            }
+            boolean sharing = resources(request.device()).fit.sharesReceives();
+            // the application's side of the connection (for Artemis, its Connection) is made only once the peer
+            // finished connecting: an unfinished handshake costs it nothing
+            ChannelSpec spec = new ChannelSpec(speaksTls, peer, sharing && peer.acceptsCreditGrowth(),
+                    peer.answersCreditRecall(), // a window that cannot be recalled does not grow
+                    pool(request.device()), acceptor::onAccepted);
+            RdmaChannelImpl ch;
             try {
-                ch.setPeer(peer);
+                ch = new RdmaChannelImpl(this, config, nextId(), peerAddress, request.localAddress(), null, spec);
             } catch (FabricException e) {
                 rejectLogged(request, peerAddress, e.getMessage());
                 return;
             }
-            if (resources(request.device()).fit.sharesReceives()) {
-                if (peer.acceptsCreditGrowth()) {
-                    ch.shareReceives(peer.answersCreditRecall()); // a window that cannot be recalled does not grow
-                } else if (OWN_QUEUE.admit()) {
-                    LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
-                            + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
-                }
+            if (sharing && !peer.acceptsCreditGrowth() && OWN_QUEUE.admit()) {
+                LOG.info("{}: connection from {} keeps its own receive queue: the peer predates shared receive "
+                        + "queues (its handshake does not state credit growth)", name, describe(peerAddress));
             }
             try {
-                ch.usePool(pool(request.device()));
                 acceptor.admit(ch);
             } catch (RuntimeException | Error e) {
                 if (REFUSED.admit()) {
@@ -499,9 +494,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 request.reject(Handshake.encodeReject("refused by the application: " + e.getMessage()));
                 return;
             }
-            // the application's side of the connection (for Artemis, its Connection) is made only once the peer
-            // finished connecting: an unfinished handshake costs it nothing
-            ch.createHandlerOnEstablished(acceptor::onAccepted);
             sourcePlaces.put(ch, new SourcePlace(source, slot, place)); // given back when the channel is gone
             slotHandedOver = true;
             channels.add(ch);
@@ -515,7 +507,6 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                         config.rnrRetryCount(), deadline);
             } catch (FabricException | RuntimeException e) {
                 deadline.failed();
-                ch.queuePairSetupEnded();
                 boolean retry = RecallPending.isCause(e);
                 if (retry ? ASKED_TO_RETRY.admit() : ACCEPT_FAILED.admit()) {
                     LOG.atLevel(retry ? Level.INFO : Level.WARN).log("{}: accepting {} from {} failed: {}", name,
@@ -527,7 +518,7 @@ public final class RdmaTransport implements AutoCloseable, ChannelHost {
                 } catch (RuntimeException ignored) {
                     // the request may already be consumed by the failed accept
                 }
-                ch.abortUnestablished(new FabricException("accepting the connection from " + describe(peerAddress)
+                ch.setupFailed(new FabricException("accepting the connection from " + describe(peerAddress)
                         + " failed: " + e.getMessage(), e), true);
             }
         } finally {

@@ -1,17 +1,24 @@
 package dev.artemisrdma.transport.channel;
 
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
+import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.loop.CompletionLoop;
 import dev.artemisrdma.transport.loop.LoopChannel;
 import dev.artemisrdma.transport.loop.Mailbox;
+import dev.artemisrdma.transport.wire.Handshake;
 
 /**
  * What other threads ask of a channel, carried to its completion loop, which alone carries it out (Aeron's proxy:
  * the asking thread offers, the owner applies): rdma_cm's ESTABLISHED and DISCONNECTED (the connection manager's
  * thread, or the device's event thread), the handshake deadline (the transport's timer), close and forceClose (any
- * thread). Each is one bit of the channel's {@link Mailbox}, and what it carries (the reason, the deadline) waits
- * here beside it; the loop runs them in {@link RdmaChannelImpl#runCommands}, in the order documented there.
+ * thread), and the outcome of the connection's set-up (the connecting caller, or rdma_cm's thread for an accept):
+ * connect returned with the peer's accept, or connect, accept or the accept reply failed. Each is one bit of the
+ * channel's {@link Mailbox}, and what it carries (the reason, the deadline, the peer's handshake) waits here beside
+ * it; the loop runs them in {@link RdmaChannelImpl#runCommands}, in the order documented there.
  *
  * <p>Where they run. On the loop thread: at its next tick (the post wakes it), or ahead of the channel's next batch
  * of completions ({@link #runPending}). Called on the loop thread itself (a handler that closes its channel), a
@@ -35,6 +42,10 @@ final class ChannelCommands {
     static final int CLOSE = 1 << 3;
     /** An immediate close. */
     static final int FORCE_CLOSE = 1 << 4;
+    /** Active side: connect returned with the peer's accept ({@link Connected}): its handshake applied, it opens. */
+    static final int CONNECTED = 1 << 5;
+    /** Connect or accept failed, or the accept reply was not acceptable ({@link SetupFailure}): the channel goes. */
+    static final int SETUP_FAILED = 1 << 6;
 
     private final LoopChannel channel;
     private final ChannelResources resources;
@@ -46,6 +57,10 @@ final class ChannelCommands {
     private final AtomicReference<String> disconnectReason = new AtomicReference<>();
     private volatile HandshakeDeadline expiry;
     private volatile boolean closeAsked;
+    /** The connecting caller's request; one thread asks it, once. */
+    private volatile Connected connected;
+    /** The set-up's failure; its one thread (the connecting caller, or the accepting one) asks it, once. */
+    private volatile SetupFailure setupFailure;
 
     ChannelCommands(LoopChannel channel, ChannelResources resources) {
         this.channel = channel;
@@ -75,6 +90,30 @@ final class ChannelCommands {
     void forceClose() {
         closeAsked = true;
         post(FORCE_CLOSE);
+    }
+
+    /**
+     * Connect returned with the peer's accept: returns the request, on which the caller waits for the loop's verdict
+     * ({@link Connected#await}): the loop, not the caller, applies the peer's handshake and opens the channel.
+     */
+    Connected connected(Handshake.Params peer) {
+        Connected c = new Connected(peer);
+        connected = c;
+        post(CONNECTED);
+        return c;
+    }
+
+    void setupFailed(SetupFailure failure) {
+        setupFailure = failure;
+        post(SETUP_FAILED);
+    }
+
+    Connected connected() {
+        return connected;
+    }
+
+    SetupFailure setupFailure() {
+        return setupFailure;
     }
 
     /** A close or forceClose was asked for: no write is taken any more (any thread, one volatile read). */
@@ -119,5 +158,58 @@ final class ChannelCommands {
         } else if (onLoop) {
             channel.runCommands(mailbox.take()); // queued in the inbox too, where the loop will find nothing left
         }
+    }
+
+    /**
+     * CONNECTED's datum and its answer: the peer's handshake, and what applying it threw (null: applied, the channel
+     * opened, or goes on closing). The connecting caller waits for the answer on its own thread, never the loop's:
+     * the loop answers as it runs the request, and a loop that dies or stops runs what it was given first.
+     */
+    static final class Connected {
+        private final Handshake.Params peer;
+        private final CountDownLatch answered = new CountDownLatch(1);
+        private volatile FabricException refused;
+
+        Connected(Handshake.Params peer) {
+            this.peer = peer;
+        }
+
+        Handshake.Params peer() {
+            return peer;
+        }
+
+        /** The loop's verdict (or the asking thread's, where no loop runs the request); once. */
+        void answer(FabricException why) {
+            refused = why;
+            answered.countDown();
+        }
+
+        /**
+         * Waits up to {@code nanos} for the verdict and throws what applying the handshake threw, as the caller's own
+         * call would have; returns when the channel opened (or a close goes on). {@code late}: the failure thrown when
+         * the loop, busy in a handler, did not answer in time.
+         */
+        void await(long nanos, Supplier<FabricException> late) throws FabricException {
+            try {
+                if (!answered.await(nanos, TimeUnit.NANOSECONDS)) {
+                    throw late.get();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new FabricException(late.get().getMessage() + " (interrupted)", e);
+            }
+            FabricException why = refused;
+            if (why != null) {
+                throw why;
+            }
+        }
+    }
+
+    /**
+     * SETUP_FAILED's datum: why, whether the handler is told ({@code tellHandler}; the caller of connect gets the
+     * exception instead), and whether the connection was up ({@code connected}: the accept reply was not
+     * acceptable, so it is torn down properly, drained; else its queue pair goes at once).
+     */
+    record SetupFailure(FabricException cause, boolean tellHandler, boolean connected) {
     }
 }

@@ -39,16 +39,13 @@ final class HandlerSlot {
 
     private volatile ChannelHandler handler;
     /** Passive side: makes the handler once established; null on the active side (its handler is given). */
-    private volatile Function<RdmaChannel, ChannelHandler> factory;
+    private final Function<RdmaChannel, ChannelHandler> factory;
     /** The close notice was taken (under this monitor): no handler may be made any more. */
     private boolean noticeTaken;
 
-    HandlerSlot(ChannelHandler given) {
+    /** {@code given}: the active side's handler; {@code factory}: the passive side's, made once established. */
+    HandlerSlot(ChannelHandler given, Function<RdmaChannel, ChannelHandler> factory) {
         this.handler = given;
-    }
-
-    /** Passive side: the handler comes from {@code factory}, once established. */
-    void makeOnEstablished(Function<RdmaChannel, ChannelHandler> factory) {
         this.factory = factory;
     }
 

@@ -4,7 +4,6 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.event.Level;
@@ -53,12 +52,13 @@ import dev.artemisrdma.transport.wire.Handshake;
  * </ul>
  *
  * <p>Threads, one owner per part. The lifecycle, the resources, the send side and the membership are guarded by
- * {@link #lock}: writers, the thread setting the connection up, and the completion loop take it (the fabric forbids
- * concurrent posts on one queue pair, and the loop posts reposts and credit frames too). rdma_cm's event thread, the
- * transport's timer and closers do not: they ask the loop ({@link ChannelCommands}), which carries their requests out
- * in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move). The receive
- * side is the completion loop thread's alone, without the lock; what a batch taught is applied under the lock once
- * per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
+ * {@link #lock}: writers, the thread setting the connection up (until its queue pair is attached), and the
+ * completion loop take it (the fabric forbids concurrent posts on one queue pair, and the loop posts reposts and
+ * credit frames too). rdma_cm's event thread, the transport's timer, closers and the set-up's outcome (connect
+ * returned, or connect or accept failed) do not: they ask the loop ({@link ChannelCommands}), which carries their
+ * requests out in {@link #runCommands} (docs/design/channel-threads.md: who writes what, and what is left to move).
+ * The receive side is the completion loop thread's alone, without the lock; what a batch taught is applied under the
+ * lock once per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
  * thread polls for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are
  * made on the loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot
  * deadlock against a callback.
@@ -122,8 +122,8 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
-    /** This side states TLS in its handshake: set by the transport before the handshake is encoded. */
-    private volatile boolean speaksTls;
+    /** This side states TLS in its handshake (its {@link ChannelSpec}). */
+    private final boolean speaksTls;
 
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
@@ -141,14 +141,22 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return counters;
     }
 
+    /**
+     * A channel as {@code spec} says (see there); {@code handler}: the active side's, null where the spec's factory
+     * makes it.
+     *
+     * @throws FabricException when the peer's handshake in {@code spec} breaks the credit window's bound (a protocol
+     *                         error: the request is refused with it)
+     */
     public RdmaChannelImpl(ChannelHost transport, TransportConfig config, String id, InetSocketAddress remote,
-                           InetSocketAddress local, ChannelHandler handler) {
+                           InetSocketAddress local, ChannelHandler handler, ChannelSpec spec) throws FabricException {
         this.transport = transport;
         this.config = config;
         this.id = id;
         this.remote = remote;
         this.local = local;
-        this.handler = new HandlerSlot(handler);
+        this.handler = new HandlerSlot(handler, spec.handlerFactory());
+        this.speaksTls = spec.speaksTls();
         this.slots = config.postedReceives();
         this.slotSize = config.slotSize();
         this.repostBatch = config.repostBatch();
@@ -160,11 +168,15 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         this.life = new ChannelLifecycle(id, remote, config, send, receive, shared, resources,
                 () -> resources.release(send, receive, shared, this));
         this.commands = new ChannelCommands(this, resources);
-    }
-
-    /** States TLS in this side's handshake ({@link Handshake#FEATURE_TLS}); before the handshake leaves. */
-    public void speakTls() {
-        speaksTls = true;
+        if (spec.peer() != null) {
+            setPeer(spec.peer());
+        }
+        if (spec.sharesReceives()) {
+            shared.share(spec.windowGrows()); // before bind: it sizes the loop slot and the registration
+        }
+        if (spec.pool() != null) {
+            resources.usePool(spec.pool());
+        }
     }
 
     /**
@@ -178,19 +190,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
                     shared.maxCredits());
         }
         return new Handshake.Params(slotSize, slots, config.maxFrameSize(), features, slots);
-    }
-
-    /**
-     * Takes receives from the completion loop's shared pool instead of posting its own: before bind, on the passive
-     * side, for a peer that accepts credit growth. {@code grows}: the peer answers recalls, so its window may grow.
-     */
-    public void shareReceives(boolean grows) {
-        lock.lock();
-        try {
-            shared.share(grows);
-        } finally {
-            lock.unlock();
-        }
     }
 
     @Override
@@ -228,24 +227,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return config.completionEntriesPerConnection(shared.shares());
     }
 
-    /**
-     * Passive side: the handler is made by {@code factory} once the connection is established, not when the request
-     * arrives, so that a peer that never finishes connecting costs the application nothing (see {@link HandlerSlot}).
-     */
-    public void createHandlerOnEstablished(Function<RdmaChannel, ChannelHandler> factory) {
-        handler.makeOnEstablished(factory);
-    }
-
     /** See {@link HandlerSlot#makeIfNeeded}; before the channel opens. */
     private FabricException handlerReady() {
         return handler.makeIfNeeded(this, remote, () -> life.state().connecting());
     }
 
-    /**
-     * The peer's handshake: how we must fragment for it and what it grants.
-     *
-     * @throws FabricException when its values break the credit window's bound (a protocol error)
-     */
     /**
      * Runs {@code gone} once the fabric let go of this closed channel's queue pair and rdma_cm id (whose destroy may
      * wait a minute for a DREQ the peer does not answer); at once when it never had one. For the transport, once the
@@ -266,7 +252,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         }
     }
 
-    public void setPeer(Handshake.Params peer) throws FabricException {
+    /**
+     * The peer's handshake: how we must fragment for it and what it grants. From the constructor (passive side) or
+     * from CONNECTED (active side, on the loop).
+     *
+     * @throws FabricException when its values break the credit window's bound (a protocol error)
+     */
+    private void setPeer(Handshake.Params peer) throws FabricException {
         lock.lock();
         try {
             send.peer(peer);
@@ -328,10 +320,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         };
     }
 
-    public void usePool(BufferPool pool) {
-        resources.usePool(pool);
-    }
-
     /** Whether this channel's memory comes from {@code pool} (so from that pool's device). */
     public boolean usesPool(BufferPool pool) {
         return resources.pool() == pool;
@@ -364,7 +352,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /**
      * The queue pair exists: size the send side by what it really got, and post every receive. From this call on the
      * queue pair is this channel's, whatever follows: the fabric hands it over and never destroys it, the channel does
-     * (on a failure here, through {@link #abortUnestablished}, which the transport calls). Only a CONNECTING channel
+     * (on a failure here, through {@link #setupFailed}, which the transport calls). Only a CONNECTING channel
      * takes one: a channel released meanwhile (its handshake deadline passed, or its loop died, while the accept was
      * under way) has no memory to post receives into and no loop to poll them, so the queue pair is destroyed here.
      */
@@ -416,10 +404,36 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
     }
 
-    /** Active side: connect returned with the peer's accept. */
+    /**
+     * Active side: connect returned with the peer's accept. The channel's loop applies the peer's handshake and opens
+     * the channel (CONNECTED, {@link #runCommands}); this caller waits for its verdict, at most connectTimeout, and
+     * throws what applying the handshake threw (a protocol error in it), as when it applied it itself.
+     */
     public void activeEstablished(Handshake.Params peer) throws FabricException {
-        setPeer(peer);
-        onEstablished();
+        commands.connected(peer).await(config.connectTimeout().toNanos(), () -> new FabricException("channel " + id
+                + " (" + describe(remote) + "): its completion loop did not open it within connectTimeout ("
+                + config.connectTimeout().toMillis() + " ms): a handler holds the loop"));
+    }
+
+    /**
+     * CONNECTED, on the loop (or where no loop runs it): the peer's handshake, then open; the caller told. What else
+     * goes wrong is its failure too (a caller told nothing would take a channel that never opened).
+     */
+    private void applyConnected(ChannelCommands.Connected connected) {
+        FabricException refused = null;
+        boolean applied = false;
+        try {
+            setPeer(connected.peer());
+            onEstablished();
+            applied = true;
+        } catch (FabricException e) {
+            refused = e;
+        } catch (RuntimeException e) {
+            refused = new FabricException("channel " + id + " (" + describe(remote) + "): opening it failed: " + e, e);
+        } finally {
+            connected.answer(applied || refused != null ? refused : new FabricException("channel " + id + " ("
+                    + describe(remote) + "): opening it failed on its completion loop (see the loop's log)"));
+        }
     }
 
     /** Established: the handler made if it is still to be made (outside the lock), then the channel opens. */
@@ -497,79 +511,77 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         if (HANDSHAKE_EXPIRED.admit()) {
             LOG.warn("{}", why.getMessage());
         }
-        finishAbort(releasedHere);
+        if (releasedHere) {
+            notifyClosed();
+        }
         return true;
     }
 
     /**
-     * Connect or accept failed before the channel was established: release what bind/attach took. The queue pair
-     * is destroyed here; the memory is released by the loop thread (a completion already polled may still be read
-     * there), which this waits for, briefly.
+     * Connect or accept failed before the channel was established: the channel's loop releases what bind and attach
+     * took (SETUP_FAILED, {@link #runCommands}): the queue pair at once, the memory where no completion already
+     * polled can still read it. This caller waits for the release, briefly. {@code notifyHandler}: the handler is
+     * told (none is, on the active side: the caller of connect gets the exception).
      */
-    public void abortUnestablished(FabricException why, boolean notifyHandler) {
-        abortUnestablished(why, notifyHandler, false);
+    public void setupFailed(FabricException why, boolean notifyHandler) {
+        commands.setupFailed(new ChannelCommands.SetupFailure(why, notifyHandler, false));
+        life.awaitClosed(CLOSE_GRACE_NANOS);
+    }
+
+    /** Active side: the accept reply was not acceptable; the loop tears the established connection down properly. */
+    public void failHandshake(FabricException why) {
+        commands.setupFailed(new ChannelCommands.SetupFailure(why, false, true));
+        life.awaitClosed(life.closeWaitNanos());
     }
 
     /**
-     * {@code loopGone}: called on our completion loop's thread as it dies; it polls nothing any more, so the memory
-     * is released here (nobody else would).
+     * SETUP_FAILED, on the loop (or where no loop runs it): a queue pair the fabric was creating is gone, or ours to
+     * abort; an established one whose accept reply was refused drains first.
      */
-    private void abortUnestablished(FabricException why, boolean notifyHandler, boolean loopGone) {
+    private void applySetupFailure(ChannelCommands.SetupFailure failure) {
+        if (failure.connected()) {
+            lock.lock();
+            try {
+                life.failHandshake(failure.cause());
+            } finally {
+                lock.unlock();
+            }
+            return;
+        }
         boolean releasedHere;
         lock.lock();
         try {
-            releasedHere = life.abort(why, notifyHandler, loopGone);
+            resources.setupEnded(life.state() == ChannelState.CLOSED);
+            releasedHere = life.abort(failure.cause(), failure.tellHandler(), false);
         } finally {
             lock.unlock();
         }
-        finishAbort(releasedHere);
-    }
-
-    private void finishAbort(boolean releasedHere) {
         if (releasedHere) {
             notifyClosed();
-        } else {
-            life.awaitClosed(CLOSE_GRACE_NANOS);
-        }
-    }
-
-    /** The transport's connect or accept failed: a queue pair the fabric was creating is gone, or ours to abort. */
-    public void queuePairSetupEnded() {
-        lock.lock();
-        try {
-            resources.setupEnded(life.state() == ChannelState.CLOSED);
-        } finally {
-            lock.unlock();
         }
     }
 
     /**
      * Our completion loop died: nobody will poll this queue pair's completions, so there is nothing to drain. The
-     * queue pair goes to error and is destroyed at once, then the handler hears the cause. One not attached yet is
-     * refused by {@link #attach} instead.
+     * queue pair goes to error and is destroyed at once, then the handler hears the cause; all on the dying loop's
+     * thread, which polls nothing any more, so the memory is released here (nobody else would). One not attached
+     * yet is refused by {@link #attach} instead.
      */
     @Override
     public void loopFailed(FabricException why) {
+        boolean releasedHere;
         lock.lock();
         try {
             if (!life.loopFailed(why)) {
                 return;
             }
+            releasedHere = life.abort(why, true, true);
         } finally {
             lock.unlock();
         }
-        abortUnestablished(why, true, true);
-    }
-
-    /** Active side: the accept reply was not acceptable; tear the established connection down properly. */
-    public void failHandshake(FabricException why) {
-        lock.lock();
-        try {
-            life.failHandshake(why);
-        } finally {
-            lock.unlock();
+        if (releasedHere) {
+            notifyClosed();
         }
-        life.awaitClosed(life.closeWaitNanos());
     }
 
     // ------------------------------------------------------------------------------------------------ public API
@@ -816,19 +828,25 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     }
 
     /**
-     * Carries out what other threads asked ({@link ChannelCommands}): rdma_cm's events first, in the order it reports
-     * them (ESTABLISHED before DISCONNECTED), with the handshake deadline after ESTABLISHED (whichever of the two
-     * reached the channel, an open channel outlives its deadline), then the local requests, close before forceClose.
-     * On the loop thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline
-     * runs.
+     * Carries out what other threads asked ({@link ChannelCommands}): the establishment first (rdma_cm's ESTABLISHED,
+     * then connect's return, CONNECTED), with the handshake deadline after it (whichever of the two reached the
+     * channel, an open channel outlives its deadline), then a failed set-up (SETUP_FAILED), then rdma_cm's
+     * DISCONNECTED (it reports ESTABLISHED before it), then the local requests, close before forceClose. On the loop
+     * thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline runs.
      */
     @Override
     public boolean runCommands(int requests) {
         if ((requests & ChannelCommands.ESTABLISHED) != 0) {
             onEstablished();
         }
+        if ((requests & ChannelCommands.CONNECTED) != 0) {
+            applyConnected(commands.connected());
+        }
         if ((requests & ChannelCommands.HANDSHAKE_EXPIRED) != 0) {
             commands.expiry().applyExpiry();
+        }
+        if ((requests & ChannelCommands.SETUP_FAILED) != 0) {
+            applySetupFailure(commands.setupFailure());
         }
         lock.lock();
         try {

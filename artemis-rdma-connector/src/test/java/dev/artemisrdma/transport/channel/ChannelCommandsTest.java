@@ -27,16 +27,61 @@ import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
 
 /**
- * Issue 39, first slice: rdma_cm's events, the handshake deadline and close/forceClose reach a channel as requests
- * to its completion loop ({@link ChannelCommands}), and only the loop moves the channel's state for them. Each test
- * counts the state moves made off the loop thread ({@link RdmaChannelImpl#movesOffLoop}): the active side's open on
- * the connecting thread is the one left (its own slice), so the counts are taken after the connection is up.
+ * Issue 39: rdma_cm's events, the handshake deadline and close/forceClose (first slice), and the outcome of a
+ * connect or accept (third slice: CONNECTED, SETUP_FAILED) reach a channel as requests to its completion loop
+ * ({@link ChannelCommands}), and only the loop moves the channel's state for them. Each test counts the state moves
+ * made off the loop thread ({@link RdmaChannelImpl#movesOffLoop}), or holds the loop in a handler to show that the
+ * asking thread changes nothing and the loop does once released.
  */
 class ChannelCommandsTest {
 
     private static TransportConfig config() {
         return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8)
                 .slotSize(1024).closeTimeout(Duration.ofSeconds(2)).connectTimeout(Duration.ofSeconds(5)).build();
+    }
+
+    /** One completion loop: a handler that holds it holds every channel of its transport. */
+    private static TransportConfig oneLoop() {
+        return TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0).busyPollMicros(0).receiveSlots(8)
+                .slotSize(1024).completionThreads(1).connectTimeout(Duration.ofSeconds(5)).build();
+    }
+
+    /**
+     * One connection whose handler holds its loop (a busy loop, made to order): the held side's transport has one
+     * completion loop, so every other channel it makes waits for that handler. Each request's channel goes to
+     * {@code admitted}, each established one to {@code accepted}. Closing lets the loop go and checks the fabric.
+     */
+    private static final class HeldLoop implements AutoCloseable {
+        final FakeFabric fabric = new FakeFabric();
+        final Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
+        final List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
+        final List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
+        final RdmaTransport server;
+        final RdmaTransport client;
+        final RdmaServer listener;
+
+        /** {@code serverHeld}: the server's loop is held (the server's handler), else the client's. */
+        HeldLoop(boolean serverHeld) throws Exception {
+            server = RdmaTransport.create(fabric, serverHeld ? oneLoop() : config());
+            client = RdmaTransport.create(fabric, serverHeld ? config() : oneLoop());
+            listener = server.listen(Peers.serverAddress(), Peers.admittingEach(admitted::add, channel -> {
+                accepted.add(channel);
+                return serverHeld && accepted.size() == 1 ? busy : new Peers.Recorder();
+            }));
+            RdmaChannel first = client.connect(listener.localAddress(), serverHeld ? new Peers.Recorder() : busy);
+            Peers.await("the first accepted", 5000, () -> accepted.size() == 1);
+            (serverHeld ? first : accepted.get(0)).write(ByteBuffer.wrap(new byte[] {1}), true);
+            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the loop busy in its handler");
+        }
+
+        @Override
+        public void close() {
+            busy.release.countDown();
+            client.close();
+            server.close();
+            fabric.close();
+            fabric.assertNoViolations();
+        }
     }
 
     /** A recorder that counts its onClosed calls and the threads they came on. */
@@ -204,37 +249,100 @@ class ChannelCommandsTest {
      */
     @Test
     void connectionsEstablishedWhileTheLoopIsBusyAreAcceptedInTheirOrder() throws Exception {
-        FakeFabric fabric = new FakeFabric();
-        TransportConfig oneLoop = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
-                .busyPollMicros(0).receiveSlots(8).slotSize(1024).completionThreads(1).build();
-        Peers.HoldingRecorder busy = new Peers.HoldingRecorder();
-        List<RdmaChannel> admitted = new CopyOnWriteArrayList<>();
-        List<RdmaChannel> accepted = new CopyOnWriteArrayList<>();
-        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, oneLoop);
-             RdmaTransport clientTransport = RdmaTransport.create(fabric, config())) {
-            RdmaServer listener = serverTransport.listen(Peers.serverAddress(), Peers.admittingEach(admitted::add,
-                    channel -> {
-                        accepted.add(channel);
-                        return accepted.size() == 1 ? busy : new Peers.Recorder();
-                    }));
-            RdmaChannel first = clientTransport.connect(listener.localAddress(), new Peers.Recorder());
-            Peers.await("the first accepted", 5000, () -> accepted.size() == 1);
-            first.write(ByteBuffer.wrap(new byte[] {1}), true);
-            assertTrue(busy.inHandler.await(5, TimeUnit.SECONDS), "the server's loop busy in its handler");
+        try (HeldLoop held = new HeldLoop(true)) {
             for (int i = 0; i < 4; i++) {
-                clientTransport.connect(listener.localAddress(), new Peers.Recorder());
+                held.client.connect(held.listener.localAddress(), new Peers.Recorder());
             }
-            Peers.await("four more requests admitted", 5000, () -> admitted.size() == 5);
+            Peers.await("four more requests admitted", 5000, () -> held.admitted.size() == 5);
             Thread.sleep(50);
-            assertEquals(1, accepted.size(), "a handler was made off the busy loop");
-            busy.release.countDown();
-            Peers.await("all accepted", 5000, () -> accepted.size() == 5);
-            assertEquals(admitted, accepted, "accepted out of the order they were established in");
-        } finally {
-            busy.release.countDown();
-            fabric.close();
+            assertEquals(1, held.accepted.size(), "a handler was made off the busy loop");
+            held.busy.release.countDown();
+            Peers.await("all accepted", 5000, () -> held.accepted.size() == 5);
+            assertEquals(held.admitted, held.accepted, "accepted out of the order they were established in");
         }
-        fabric.assertNoViolations();
+    }
+
+    /**
+     * Connect returned with the peer's accept while the client's loop is busy in a handler: the connecting caller
+     * only asks (CONNECTED) and waits; the loop applies the peer's handshake and opens the channel once released, and
+     * only then does connect return.
+     */
+    @Test
+    void aConnectThatReturnedIsOpenedByTheLoop() throws Exception {
+        try (HeldLoop held = new HeldLoop(false)) {
+            CompletableFuture<RdmaChannel> connecting = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return held.client.connect(held.listener.localAddress(), new Peers.Recorder());
+                } catch (FabricException e) {
+                    throw new AssertionError(e);
+                }
+            });
+            Peers.await("the second accepted", 5000, () -> held.accepted.size() == 2);
+            Thread.sleep(100);
+            assertFalse(connecting.isDone(), "connect opened its channel without the (busy) loop");
+
+            held.busy.release.countDown();
+            RdmaChannelImpl second = (RdmaChannelImpl) connecting.get(10, TimeUnit.SECONDS);
+            assertEquals(ChannelState.OPEN, second.state(), "connect returned before the loop opened the channel");
+            assertEquals(0, second.movesOffLoop(), "the connecting thread moved the channel: " + second.debugState());
+            assertEquals("CONNECTING>OPEN", second.path());
+            second.write(ByteBuffer.wrap(new byte[] {2}), true); // the peer's handshake applied: frames flow
+            Peers.await("the frame on the second connection", 5000, () -> second.stats().framesSent() == 1);
+        }
+    }
+
+    /**
+     * A connect the listener refuses while the client's loop is busy: the connecting caller asks its loop to tear the
+     * channel down (SETUP_FAILED) and still throws the refusal on its own thread, after the release wait; the queue
+     * pair it had is destroyed by the loop, once released, not by the caller.
+     */
+    @Test
+    void aRefusedConnectIsTornDownByTheLoopAndThrowsOnTheCaller() throws Exception {
+        try (HeldLoop held = new HeldLoop(false)) {
+            RdmaServer refusing = held.server.listen(Peers.serverAddress(), Peers.refusing("not today"));
+            int live = held.fabric.liveQueuePairs();
+
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> held.client.connect(refusing.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("not today"), refused.getMessage());
+            assertEquals(live + 1, held.fabric.liveQueuePairs(),
+                    "the connecting thread destroyed the refused channel's queue pair itself");
+            assertEquals(2, held.client.channelCount(), "the refused channel was released off its loop");
+
+            held.busy.release.countDown();
+            Peers.await("the refused channel released by its loop", 5000,
+                    () -> held.fabric.liveQueuePairs() == live && held.client.channelCount() == 1);
+        }
+    }
+
+    /**
+     * An accept that fails after its channel was bound to a busy loop (the fabric refuses to hand over the queue
+     * pair): the accepting thread asks the loop (SETUP_FAILED), which alone releases the channel once released; the
+     * application never hears of it.
+     */
+    @Test
+    void aFailedAcceptIsReleasedByTheLoop() throws Exception {
+        try (HeldLoop held = new HeldLoop(true)) {
+            held.fabric.beforeAcceptPrepare(qpn -> {
+                throw new IllegalStateException("no queue pair for the test");
+            });
+
+            FabricException refused = assertThrows(FabricException.class,
+                    () -> held.client.connect(held.listener.localAddress(), new Peers.Recorder()));
+            assertTrue(refused.getMessage().contains("no queue pair for the test"), refused.getMessage());
+            RdmaChannelImpl failed = (RdmaChannelImpl) held.admitted.get(1);
+            Peers.await("the failure asked of the busy loop", 5000, failed::commandsPending);
+            Thread.sleep(50);
+            assertEquals(ChannelState.CONNECTING, failed.state(), "a thread other than the loop moved the channel");
+
+            held.busy.release.countDown();
+            Peers.await("the failed channel released", 5000, failed::isClosed);
+            assertTrue(failed.closeCause().getMessage().contains("accepting the connection from"),
+                    failed.closeCause().getMessage());
+            assertEquals(0, failed.movesOffLoop(), "the accepting thread moved the channel: " + failed.debugState());
+            assertEquals(1, held.accepted.size(), "the application heard of the failed accept");
+            Peers.await("only the first connection left", 5000, () -> held.server.channelCount() == 1);
+        }
     }
 
     private static void await(CountDownLatch go) {

@@ -11,8 +11,10 @@ import org.junit.jupiter.api.Test;
 
 import dev.artemisrdma.transport.FakeFabric;
 import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.channel.ChannelSpec;
 import dev.artemisrdma.transport.channel.RdmaChannelImpl;
 import dev.artemisrdma.transport.config.TransportConfig;
+import dev.artemisrdma.transport.fabric.FabricException;
 
 /** The loop's allocation-free queue pair lookup against a HashMap model. */
 class QueuePairTableTest {
@@ -44,7 +46,12 @@ class QueuePairTableTest {
     /** Distinct channel objects (never connected): identity is all the table compares. */
     private static RdmaChannelImpl fake(int i) {
         if (FAKES[i] == null) {
-            FAKES[i] = new RdmaChannelImpl(TRANSPORT, TransportConfig.defaults(), "t" + i, null, null, null);
+            try {
+                FAKES[i] = new RdmaChannelImpl(TRANSPORT, TransportConfig.defaults(), "t" + i, null, null, null,
+                        ChannelSpec.connecting(false));
+            } catch (FabricException e) {
+                throw new AssertionError(e); // no peer in the spec: nothing to refuse
+            }
         }
         return FAKES[i];
     }
