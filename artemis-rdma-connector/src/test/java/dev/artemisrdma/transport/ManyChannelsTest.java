@@ -51,7 +51,9 @@ class ManyChannelsTest {
             }
             for (int i = 0; i < channels.size(); i++) {
                 RdmaChannel ch = channels.get(i);
-                Peers.Recorder r = serverSides.get(ch.localAddress().toString());
+                String key = ch.localAddress().toString();
+                Peers.await("the server's side of channel " + i, 10_000, () -> serverSides.containsKey(key));
+                Peers.Recorder r = serverSides.get(key);
                 Peers.await("frames of channel " + i, 10_000, () -> r.count() == 100);
                 for (int round = 0; round < 100; round++) {
                     assertEquals(Peers.crc(Peers.payload(i, round, 1 + (round * 131) % 2000)), r.crcs.get(round));
@@ -90,7 +92,10 @@ class ManyChannelsTest {
                 channels.get(i).write(ByteBuffer.wrap(Peers.payload(i, 0, 300)), true);
             }
             for (int i = 0; i < channels.size(); i++) {
-                Peers.Recorder r = serverSides.get(channels.get(i).localAddress().toString());
+                String key = channels.get(i).localAddress().toString();
+                // connect returns once the client's side is open; the server's handler is made on its own loop
+                Peers.await("the server's side of channel " + i, 10_000, () -> serverSides.containsKey(key));
+                Peers.Recorder r = serverSides.get(key);
                 Peers.await("frame of channel " + i, 10_000, () -> r.count() == 1);
                 assertEquals(Peers.crc(Peers.payload(i, 0, 300)), r.crcs.get(0));
             }
