@@ -21,7 +21,8 @@ import dev.artemisrdma.transport.loop.LoopChannel;
  *
  * <p>Owner: the channel's lock; every method runs under it. {@link #qpNumber} and {@link #pool} are also read
  * without it, by the completion loop and by writers allocating send buffers, and {@link #loop} by whoever asks the
- * loop to run a request ({@link ChannelCommands}).
+ * loop to run a request ({@link ChannelCommands}). Monitoring and tests read {@link #registeredBytes},
+ * {@link #queuePair} and {@link #receivesOutstanding} without it (volatile fields; the value of the last change).
  */
 final class ChannelResources {
 
@@ -34,11 +35,17 @@ final class ChannelResources {
     private volatile CompletionLoop loop;
     private int index = -1;
     private int reservedEntries;
-    private RegisteredMemory memory;
-    private QueuePair qp;
+    /** Written under the lock at bind and release; volatile for monitoring ({@link #registeredBytes}). */
+    private volatile RegisteredMemory memory;
+    /** Written under the lock at attach; volatile for the transport's {@code whenGone}, which reads it without. */
+    private volatile QueuePair qp;
     private volatile int qpNumber = -1;
-    /** Receives posted on our own queue pair and not yet completed (0 on a shared pool). */
-    private int receivesOutstanding;
+    /**
+     * Receives posted on our own queue pair and not yet completed (0 on a shared pool). Written under the lock by
+     * the loop, once per batch and once per repost group (never per frame); volatile for the tests' and
+     * diagnostics' readers, which do not take the lock.
+     */
+    private volatile int receivesOutstanding;
     /**
      * The fabric is creating a queue pair on the loop's queues from this channel's spec, or has not yet said what
      * became of it: until it hands the queue pair over ({@link #attach}) or the connect or accept has failed
