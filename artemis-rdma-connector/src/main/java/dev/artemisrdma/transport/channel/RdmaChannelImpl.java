@@ -120,12 +120,6 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
     private volatile InetSocketAddress local;
-    /**
-     * Consumed receive slots waiting for their repost group, as the loop's last batch left them: published at its
-     * end ({@link #repostLocked}) for {@link #receivesPostedOrAwaitingRepost}, which reads it without the lock (the
-     * list itself is the loop thread's, appended to without the lock).
-     */
-    private volatile int awaitingRepost;
     /** A writer left this channel's flush to the loop, which has not done it yet (under {@link #lock}). */
     private boolean flushLeftToLoop;
 
@@ -923,11 +917,11 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /**
      * Receive slots posted right now plus those waiting for their group's repost; with no traffic in flight that is
-     * every slot: none may leak. Both as the loop's last batch left them (published at its end, see
-     * {@link #awaitingRepost}): during a batch, the count before it.
+     * every slot: none may leak. As the loop's last batch left them (published at its end, see
+     * {@link ChannelResources#receivesPostedOrAwaitingRepost}): during a batch, the count before it.
      */
     int receivesPostedOrAwaitingRepost() {
-        return resources.receivesOutstanding() + awaitingRepost;
+        return resources.receivesPostedOrAwaitingRepost();
     }
 
     /**
@@ -1144,10 +1138,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             }
             repost.clear();
         }
-        int waiting = repost.size();
-        if (waiting != awaitingRepost) {
-            awaitingRepost = waiting; // published once per batch, and only when it changed
-        }
+        resources.awaitingRepost(repost.size()); // published for the readers without the lock
     }
 
     /**
