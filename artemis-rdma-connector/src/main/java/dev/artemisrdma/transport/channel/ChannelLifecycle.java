@@ -28,7 +28,9 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * <p>Owner: the channel's lock. Every method runs under it, whichever thread calls (writers, rdma_cm's event thread,
  * the transport's timer, the completion loop, closers), so no two threads ever decide a transition at once. The
  * exceptions are said so: {@link #state()} and {@link #acceptsWrites()} (a volatile read, for the completion path
- * and writers) and {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the
+ * and writers), the readers of monitoring and tests ({@link #cause}, {@link #drainTimedOut}, {@link #movesOffLoop},
+ * {@link #path}: each a field written where it changes, before the state it belongs to, so a reader that saw a state
+ * sees them as that state left them) and {@link #awaitClosed} (which waits, so never under the lock). Release, which frees memory the
  * receive side reads, happens only on the loop thread ({@link #progress}), or where no loop thread polls for the
  * channel any more.
  */
@@ -86,10 +88,11 @@ final class ChannelLifecycle {
      */
     private int path = ChannelState.CONNECTING.bit();
     /**
-     * State moves made on a thread other than the channel's loop while it had one (under the lock): what is left of
-     * the threads that move a channel besides its loop (issue 39: only the loop shall), for tests and debugState.
+     * State moves made on a thread other than the channel's loop while it had one: what is left of the threads that
+     * move a channel besides its loop (issue 39: only the loop shall), for tests and debugState. Counted under the
+     * lock (one writer at a time), read without it: volatile.
      */
-    private int movesOffLoop;
+    private volatile int movesOffLoop;
 
     ChannelLifecycle(String id, InetSocketAddress remote, TransportConfig config, SendSide send, ReceiveSide receive,
                      SharedReceiveMembership shared, ChannelResources resources, Runnable release) {
@@ -117,10 +120,12 @@ final class ChannelLifecycle {
         return s == ChannelState.CONNECTING || s == ChannelState.OPEN;
     }
 
+    /** The cause decided so far (see {@link Outcome}); any thread, without the lock (a volatile read). */
     FabricException cause() {
         return outcome.cause;
     }
 
+    /** See {@link Outcome}; any thread, without the lock (a volatile read). */
     boolean drainTimedOut() {
         return outcome.drainTimedOut;
     }
@@ -134,10 +139,10 @@ final class ChannelLifecycle {
         ChannelState moved = state.moveTo(next, id);
         this.deadline = deadline;
         path |= next.bit(); // before the volatile write: a thread that reads the state sees the path up to it
-        state = moved;
         if (resources.loop() != null && !resources.onLoopThread()) {
-            movesOffLoop++;
+            movesOffLoop++; // before the state too: a reader that saw the state sees the move counted
         }
+        state = moved;
         resources.wakeLoop();
     }
 
@@ -149,7 +154,7 @@ final class ChannelLifecycle {
         return ChannelState.path(path);
     }
 
-    /** See {@link #movesOffLoop}; under the lock. */
+    /** See {@link #movesOffLoop}; any thread, without the lock (a volatile read). */
     int movesOffLoop() {
         return movesOffLoop;
     }
@@ -648,9 +653,11 @@ final class ChannelLifecycle {
      * exception): an abort sets it as it tears down. {@code drainTimedOut}: the drain gave up (tests, the log).
      */
     private static final class Outcome {
-        FabricException cause;
+        // written under the lock, before the move to the state that ends the teardown (CLOSED); volatile for the
+        // readers that do not take the lock (monitoring, tests: closeCause, drainTimedOut)
+        volatile FabricException cause;
         boolean silent;
-        boolean drainTimedOut;
+        volatile boolean drainTimedOut;
 
         void decide(FabricException why) {
             if (cause == null) {

@@ -1,5 +1,8 @@
 package dev.artemisrdma.transport.channel;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.QueuePair;
@@ -21,7 +24,8 @@ import dev.artemisrdma.transport.loop.LoopChannel;
  *
  * <p>Owner: the channel's lock; every method runs under it. {@link #qpNumber} and {@link #pool} are also read
  * without it, by the completion loop and by writers allocating send buffers, and {@link #loop} by whoever asks the
- * loop to run a request ({@link ChannelCommands}).
+ * loop to run a request ({@link ChannelCommands}). Monitoring and tests read {@link #registeredBytes},
+ * {@link #queuePair} and {@link #receivesOutstanding} without it (each the value of its last change).
  */
 final class ChannelResources {
 
@@ -34,11 +38,35 @@ final class ChannelResources {
     private volatile CompletionLoop loop;
     private int index = -1;
     private int reservedEntries;
-    private RegisteredMemory memory;
-    private QueuePair qp;
+    /** Written under the lock at bind and release; volatile for monitoring ({@link #registeredBytes}). */
+    private volatile RegisteredMemory memory;
+    /** Written under the lock at attach; volatile for the transport's {@code whenGone}, which reads it without. */
+    private volatile QueuePair qp;
     private volatile int qpNumber = -1;
-    /** Receives posted on our own queue pair and not yet completed (0 on a shared pool). */
+    /**
+     * Receives posted on our own queue pair and not yet completed (0 on a shared pool). Written under the lock by
+     * the loop, at most once per batch and once per repost group (never per frame), with a release store (a plain
+     * store on x86: no fence on the data path); read with an acquire load by the tests' and diagnostics' readers,
+     * which do not take the lock ({@link #RECEIVES_OUTSTANDING}).
+     */
     private int receivesOutstanding;
+    /**
+     * Consumed receive slots waiting for their repost group, as the loop's last batch left them (the list itself is
+     * the loop thread's, appended to without the lock): published once per batch, when it changed, the same way.
+     */
+    private int awaitingRepost;
+    private static final VarHandle RECEIVES_OUTSTANDING;
+    private static final VarHandle AWAITING_REPOST;
+
+    static {
+        try {
+            MethodHandles.Lookup lookup = MethodHandles.lookup();
+            RECEIVES_OUTSTANDING = lookup.findVarHandle(ChannelResources.class, "receivesOutstanding", int.class);
+            AWAITING_REPOST = lookup.findVarHandle(ChannelResources.class, "awaitingRepost", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     /**
      * The fabric is creating a queue pair on the loop's queues from this channel's spec, or has not yet said what
      * became of it: until it hands the queue pair over ({@link #attach}) or the connect or accept has failed
@@ -171,16 +199,36 @@ final class ChannelResources {
         }
     }
 
+    /** Any thread, without the lock: the count as the last change under the lock left it. */
     int receivesOutstanding() {
-        return receivesOutstanding;
+        return (int) RECEIVES_OUTSTANDING.getAcquire(this);
     }
 
     void receivesPosted(int n) {
-        receivesOutstanding += n;
+        if (n != 0) {
+            RECEIVES_OUTSTANDING.setRelease(this, receivesOutstanding + n);
+        }
     }
 
     void receivesCompleted(int n) {
-        receivesOutstanding -= n;
+        if (n != 0) {
+            RECEIVES_OUTSTANDING.setRelease(this, receivesOutstanding - n);
+        }
+    }
+
+    /** The loop's batch ended with {@code waiting} consumed slots left for their repost group (loop thread). */
+    void awaitingRepost(int waiting) {
+        if (waiting != awaitingRepost) {
+            AWAITING_REPOST.setRelease(this, waiting);
+        }
+    }
+
+    /**
+     * Receives posted plus those waiting for their repost group, as the loop's last batch left them; any thread,
+     * without the lock. During a batch: the count before it.
+     */
+    int receivesPostedOrAwaitingRepost() {
+        return (int) RECEIVES_OUTSTANDING.getAcquire(this) + (int) AWAITING_REPOST.getAcquire(this);
     }
 
     /** Disconnect: every posted work request now completes (flushes). */
@@ -194,7 +242,7 @@ final class ChannelResources {
     void destroyQueuePair() {
         if (qp != null) {
             qp.close();
-            receivesOutstanding = 0;
+            RECEIVES_OUTSTANDING.setRelease(this, 0);
         }
     }
 

@@ -61,7 +61,8 @@ import dev.artemisrdma.transport.wire.Handshake;
  * lock once per batch, in {@link #endOfBatch}. The connection's memory is released only on the loop thread (or where no loop
  * thread polls for the channel any more), so the receive side never reads memory that is gone. Handler callbacks are
  * made on the loop thread and never under the lock, so a handler may write, and a writer holding its own locks cannot
- * deadlock against a callback.
+ * deadlock against a callback. Monitoring and tests never take the lock: they read what the loop (or, for a failure,
+ * the writer) publishes where it changes (see {@link #debugState}), so a scrape never waits for the data path.
  *
  * <p>Memory. One registration per connection holds the receive slots ({@code slots * slotSize}) followed by the
  * send headers ({@link TransportConfig#SEND_HEADER_STRIDE} per send ring slot). It is released only after the queue
@@ -202,15 +203,13 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
         return shared.grows();
     }
 
-    /** The pool this channel takes its receives from while it holds credits there; null otherwise. */
+    /**
+     * The pool this channel takes its receives from while it holds credits there; null otherwise. Monitoring's
+     * reader: without the lock (admission and release publish it).
+     */
     @Override
     public SharedReceivePool sharedPool() {
-        lock.lock();
-        try {
-            return shared.pool();
-        } finally {
-            lock.unlock();
-        }
+        return shared.pool();
     }
 
     /** Called by the loop that admitted this channel to its pool (under our lock, from bind). */
@@ -238,13 +237,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
      * channel is closed.
      */
     public void whenGone(Runnable gone) {
-        QueuePair qp;
-        lock.lock(); // the resources are guarded by the channel's lock
-        try {
-            qp = resources.queuePair();
-        } finally {
-            lock.unlock();
-        }
+        QueuePair qp = resources.queuePair(); // without the lock: closed, nothing attaches a queue pair any more
         if (qp == null) {
             gone.run();
         } else {
@@ -880,25 +873,15 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /**
      * Why the channel is closing or closed, null for a clean local close (for tests: a channel that was never
-     * established has no handler to tell).
+     * established has no handler to tell). Without the lock, as every reader below (see {@link #debugState}).
      */
     FabricException closeCause() {
-        lock.lock();
-        try {
-            return life.cause();
-        } finally {
-            lock.unlock();
-        }
+        return life.cause();
     }
 
     /** State moves made off the channel's loop thread while it had one (for tests: see ChannelLifecycle). */
     int movesOffLoop() {
-        lock.lock();
-        try {
-            return life.movesOffLoop();
-        } finally {
-            lock.unlock();
-        }
+        return life.movesOffLoop();
     }
 
     /**
@@ -911,12 +894,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /** Whether teardown gave up waiting for work requests (for tests: after a partial post it must not). */
     boolean drainTimedOut() {
-        lock.lock();
-        try {
-            return life.drainTimedOut();
-        } finally {
-            lock.unlock();
-        }
+        return life.drainTimedOut();
     }
 
     @Override
@@ -939,27 +917,28 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
 
     /**
      * Receive slots posted right now plus those waiting for their group's repost; with no traffic in flight that is
-     * every slot: none may leak.
+     * every slot: none may leak. As the loop's last batch left them (published at its end, see
+     * {@link ChannelResources#receivesPostedOrAwaitingRepost}): during a batch, the count before it.
      */
     int receivesPostedOrAwaitingRepost() {
-        lock.lock();
-        try {
-            return resources.receivesOutstanding() + receive.repost().size();
-        } finally {
-            lock.unlock();
-        }
+        return resources.receivesPostedOrAwaitingRepost();
     }
 
-    /** Internal state for diagnostics: credits, queue and ring occupancy. */
+    /**
+     * Internal state for diagnostics: credits, queue and ring occupancy. Like every reader of monitoring and tests
+     * ({@link #stats}, {@link #sharedPool}, {@link #registeredBytes}, {@link #closeCause}, {@link #movesOffLoop},
+     * {@link #drainTimedOut}, {@link #receivesPostedOrAwaitingRepost}), it never takes the lock, so it never waits
+     * for a writer or the loop: the state, the path and the lifecycle's facts are published where they change (the
+     * facts before the state they lead to), the send side's numbers are each a recent value, not one instant's.
+     */
     String debugState() {
-        lock.lock();
-        try {
-            return id + " " + life.state() + " " + send.debugState() + " receives="
-                    + resources.receivesOutstanding() + " " + shared + " movesOffLoop=" + life.movesOffLoop() + " path="
-                    + life.path();
-        } finally {
-            lock.unlock();
-        }
+        return id + " " + life.state() + " " + send.debugState() + " receives=" + resources.receivesOutstanding()
+                + " " + shared + " movesOffLoop=" + life.movesOffLoop() + " path=" + life.path();
+    }
+
+    /** The channel's lock, for the tests that hold it to show a reader does not wait for it. */
+    ReentrantLock lockForTests() {
+        return lock;
     }
 
     @Override
@@ -1159,6 +1138,7 @@ public final class RdmaChannelImpl implements RdmaChannel, LoopChannel {
             }
             repost.clear();
         }
+        resources.awaitingRepost(repost.size()); // published for the readers without the lock
     }
 
     /**

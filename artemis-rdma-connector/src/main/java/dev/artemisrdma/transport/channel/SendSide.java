@@ -630,10 +630,15 @@ final class SendSide {
         heldUntilTeardown.clear();
     }
 
+    /**
+     * Diagnostics, read without the lock (see {@code RdmaChannelImpl.debugState}): each number is one its field held
+     * recently, not all of them at one instant; plain reads of ints and references, which cannot fail.
+     */
     String debugState() {
+        SendRing r = ring; // once: read without the lock
         return "credits=" + credits.sendCredits() + " owed=" + credits.owed() + " returning=" + credits.isReturning()
-                + " outbox=" + outbox.size() + "/" + outbox.queuedBytes() + "B ring=" + (ring == null ? "-"
-                : ring.outstanding() + "/" + ring.capacity() + " signaled=" + ring.signaledOutstanding())
+                + " outbox=" + outbox.size() + "/" + outbox.queuedBytes() + "B ring=" + (r == null ? "-"
+                : r.outstanding() + "/" + r.capacity() + " signaled=" + r.signaledOutstanding())
                 + " writable=" + writable;
     }
 }

@@ -13,6 +13,7 @@ import dev.artemisrdma.transport.flow.SharedReceivePool;
  *
  * <p>Owner: the channel's lock. Every method is called under it; {@link #admitted} by the loop's register, which
  * the channel's bind calls while holding it. {@link #shares} is decided before bind and never changed after.
+ * {@link #pool} and {@link #toString} are read without the lock (monitoring, debugState).
  */
 final class SharedReceiveMembership {
 
@@ -24,6 +25,11 @@ final class SharedReceiveMembership {
     private volatile boolean grows;
     private SharedReceivePool pool;
     private SharedReceivePool.Allocation allocation;
+    /**
+     * The pool while the channel holds credits there, else null: {@link #pool} as monitoring reads it, without the
+     * lock. Written with {@link #allocation}, at admission and release only.
+     */
+    private volatile SharedReceivePool memberOf;
 
     SharedReceiveMembership(TransportConfig config, CreditWindow credits) {
         this.config = config;
@@ -69,6 +75,7 @@ final class SharedReceiveMembership {
     void admitted(SharedReceivePool pool, SharedReceivePool.Allocation allocation) {
         this.pool = pool;
         this.allocation = allocation;
+        memberOf = pool;
     }
 
     /** Whether the channel holds credits in a pool now (admitted and not released). */
@@ -76,9 +83,9 @@ final class SharedReceiveMembership {
         return allocation != null;
     }
 
-    /** The pool the channel holds credits in, or null. */
+    /** The pool the channel holds credits in, or null; any thread, without the lock (a volatile read). */
     SharedReceivePool pool() {
-        return allocation == null ? null : pool;
+        return memberOf;
     }
 
     /** The queue its queue pair takes receives from (admitted channels only). */
@@ -145,12 +152,13 @@ final class SharedReceiveMembership {
         if (allocation != null) {
             pool.release(allocation);
             allocation = null;
+            memberOf = null;
         }
     }
 
     @Override
     public String toString() {
-        return allocation == null ? (shares ? "shared (not admitted)" : "own receives")
-                : "shared=" + allocation.credits();
+        SharedReceivePool.Allocation a = allocation; // once: debugState reads this without the lock
+        return a == null ? (shares ? "shared (not admitted)" : "own receives") : "shared=" + a.credits();
     }
 }
