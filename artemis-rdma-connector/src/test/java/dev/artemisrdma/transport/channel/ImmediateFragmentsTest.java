@@ -361,7 +361,7 @@ class ImmediateFragmentsTest {
             peer.sendImmediate(ImmediateHeader.first(frame), SLOT);
             peer.sendImmediate(ImmediateHeader.continuation(false, 0, 0), SLOT);
             peer.sendImmediate(ImmediateHeader.continuation(true, 0, 0), 10);
-            Peers.await("the frame", 5000, () -> f.accepted.get(0).count() == 1);
+            Peers.await("the frame", 5000, () -> f.accepted.size() == 1 && f.accepted.get(0).count() == 1);
             assertEquals(frame, f.accepted.get(0).sizes.get(0));
             assertFalse(peer.isLost());
         }
