@@ -208,35 +208,21 @@ class SourceLimitsTest {
         // the first round was still being torn down, each admission a queue pair and about 1 MiB registered on the
         // broker while an honest client waited; a source's expired handshakes now hold its places for one more
         // timeout, against it alone: they hold nothing of the broker's any more
-        Duration timeout = Duration.ofSeconds(2);
-        FakeFabric fabric = new FakeFabric();
-        TransportConfig server = small().handshakeTimeout(timeout).maxPendingConnections(2)
-                .maxPendingConnectionsPerSource(2).build();
-        List<Thread> stalled = new ArrayList<>();
-        try (RdmaTransport serverTransport = RdmaTransport.create(fabric, server);
-             RdmaTransport clientTransport = RdmaTransport.create(fabric,
-                     small().connectTimeout(Duration.ofSeconds(4)).build())) {
-            RdmaServer listening = serverTransport.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
-            fabric.stallHandshakes(true);
-            fabric.holdIdDestroys(true); // the places are given back when the test says, not as the deadline fires
-            fabric.connectFrom(address("10.77.0.2"));
-            for (int i = 1; i <= 2; i++) {
-                stalled.add(Peers.stalledAndAccepted(clientTransport, listening, serverTransport, i));
-            }
-            for (Thread t : stalled) {
-                t.join(10_000);
-            }
-            Peers.await("both handshakes expired", 5000, () -> serverTransport.channelCount() == 0);
-            fabric.stallHandshakes(false);
+        try (StalledBacklog backlog = new StalledBacklog(2, 2)) {
+            backlog.fabric.holdIdDestroys(true); // the places are given back when the test says, not at the deadline
+            backlog.stallFrom("10.77.0.2", 1);
+            backlog.stallFrom("10.77.0.2", 2);
+            backlog.awaitExpired();
+            backlog.fabric.stallHandshakes(false);
 
             long released = System.nanoTime();
-            fabric.releaseIdDestroys(); // the queue pairs and ids are gone: from here the two places cool down
-            fabric.holdIdDestroys(false);
+            backlog.fabric.releaseIdDestroys(); // the queue pairs and ids are gone: from here the two places cool down
+            backlog.fabric.holdIdDestroys(false);
             String refusal = null;
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
             while ((refusal == null || !refusal.contains("expired")) && System.nanoTime() < deadline) {
                 try {
-                    clientTransport.connect(listening.localAddress(), new Peers.Recorder()).close();
+                    backlog.client.connect(backlog.listening.localAddress(), new Peers.Recorder()).close();
                     throw new AssertionError("10.77.0.2 was admitted while its expired handshakes cool down");
                 } catch (FabricException e) {
                     refusal = e.getMessage(); // until the destroys ran: refused for the ids still held
@@ -245,19 +231,16 @@ class SourceLimitsTest {
             assertTrue(refusal.contains("too many unfinished connections from 10.77.0.2 (2, "
                     + "maxPendingConnectionsPerSource), 2 of them expired: retry in 2 s"), refusal);
 
-            fabric.connectFrom(address("10.77.0.3")); // the total (2) does not count places cooling down
-            RdmaChannel other = clientTransport.connect(listening.localAddress(), new Peers.Recorder());
+            backlog.fabric.connectFrom(address("10.77.0.3")); // the total (2) does not count places cooling down
+            RdmaChannel other = backlog.client.connect(backlog.listening.localAddress(), new Peers.Recorder());
             assertTrue(other.isOpen());
             other.close();
 
-            fabric.connectFrom(address("10.77.0.2"));
-            admittedWithin(clientTransport, listening, 10_000).close();
-            assertTrue(System.nanoTime() - released >= timeout.toNanos(),
+            backlog.fabric.connectFrom(address("10.77.0.2"));
+            admittedWithin(backlog.client, backlog.listening, 10_000).close();
+            assertTrue(System.nanoTime() - released >= StalledBacklog.HANDSHAKE_TIMEOUT.toNanos(),
                     "10.77.0.2 was admitted again before its places cooled down for handshakeTimeout");
-        } finally {
-            fabric.close();
         }
-        fabric.assertNoViolations();
     }
 
     /** Connects until the server admits the connection (refusals retried), for at most {@code millis}. */
@@ -325,6 +308,7 @@ class SourceLimitsTest {
      * fabric saw no verbs rule broken.
      */
     private static final class StalledBacklog implements AutoCloseable {
+        static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(2);
         final FakeFabric fabric = new FakeFabric();
         final RdmaTransport server;
         final RdmaTransport client;
@@ -332,7 +316,7 @@ class SourceLimitsTest {
         private final List<Thread> stalled = new ArrayList<>();
 
         StalledBacklog(int maxPending, int maxPendingPerSource) throws Exception {
-            server = RdmaTransport.create(fabric, small().handshakeTimeout(Duration.ofSeconds(2))
+            server = RdmaTransport.create(fabric, small().handshakeTimeout(HANDSHAKE_TIMEOUT)
                     .maxPendingConnections(maxPending).maxPendingConnectionsPerSource(maxPendingPerSource).build());
             client = RdmaTransport.create(fabric, small().connectTimeout(Duration.ofSeconds(4)).build());
             listening = server.listen(Peers.serverAddress(), ch -> new Peers.Recorder());
