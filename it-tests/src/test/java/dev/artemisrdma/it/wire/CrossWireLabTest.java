@@ -268,7 +268,8 @@ class CrossWireLabTest {
     private static JavaProcess.Builder client(String name) {
         return JavaProcess.driven(name, WireJmsMain.class).on(LabHost.b()).jvm("-Xmx768m")
                 .echo(line -> line.startsWith("RESULT") || line.startsWith("PROBLEM") || line.startsWith("CONNECTION")
-                        || line.startsWith("FAILED"), 20);
+                        || line.startsWith("FAILED") || line.startsWith("PRODUCER") || line.startsWith("CONSUMER"),
+                        20);
     }
 
     /** Runs {@link WireJmsMain} on host B against the broker on A; its result and both hosts' counters. */
