@@ -19,11 +19,10 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * callbacks), the flushes writers left to it, the pool's recalls, ticks, the requests of other threads
  * ({@link #runCommands}) and the loop's own death ({@link #loopFailed}).
  *
- * <p>Owner: the completion loop thread; {@link #runCommands} also runs on the asking thread where no loop polls for
- * the channel, and {@link #loopFailed} on a dying loop's. Its own fields are the loop thread's alone ({@link #touched},
- * {@link #peerHeldAtBatchStart}) but for {@link #flushLeftToLoop}, guarded by the channel's lock, which every change
- * to the parts it shares with writers and the set-up is made under; the receive side is the loop's, without the lock.
- * Handler callbacks ({@link HandlerCalls}) are made outside the lock.
+ * <p>Owner: the completion loop thread ({@link #runCommands} also on the asking thread where no loop polls for the
+ * channel, {@link #loopFailed} on a dying loop's). Its fields are the loop thread's but {@link #flushLeftToLoop}, which
+ * is the channel's lock's, as is every change to the parts shared with writers and the set-up; the receive side is
+ * the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are made outside the lock.
  */
 final class LoopSide implements LoopChannel {
 
@@ -47,10 +46,7 @@ final class LoopSide implements LoopChannel {
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     private final ChannelCounters counters = new ChannelCounters();
 
-    /**
-     * A writer left this channel's flush to the loop, which has not done it yet: set by writers
-     * ({@link WritePath}), cleared by the loop ({@link #flushLeftToLoop()}), both under the channel's lock.
-     */
+    /** A writer left this channel's flush to the loop, not done yet: set by writers, cleared here; under the lock. */
     boolean flushLeftToLoop;
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
