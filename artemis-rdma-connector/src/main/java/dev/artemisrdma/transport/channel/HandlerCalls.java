@@ -1,17 +1,12 @@
 package dev.artemisrdma.transport.channel;
 
-import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.LogLimiter;
 
 /**
  * One job: the channel's calls into its application handler, never under the channel's lock: the making of a
@@ -21,39 +16,23 @@ import dev.artemisrdma.transport.fabric.LogLimiter;
  *
  * <p>Owner: the channel's completion loop thread (or, where no loop polls for the channel any more, the thread that
  * released it, for the close notice). It keeps no state of its own: the handler is {@link HandlerSlot}'s (under its
- * own monitor), and the close notice is taken from the lifecycle under the channel's lock. Logs under
- * {@code RdmaChannelImpl}'s category, as before the channel was split into parts.
+ * own monitor), and the close notice is taken from the lifecycle under the channel's lock. Logs in
+ * {@link ChannelLog}.
  */
-final class HandlerCalls {
+final class HandlerCalls extends ChannelPart {
 
-    private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
-    private static final LogLimiter HANDLER_FAILED = LogLimiter.site(LOG, Level.ERROR,
-            "frames the handler failed on");
-    // the application's other callbacks may fail on what a peer sent (onEndOfBatch after its frames), or on every
-    // connection a peer opens and closes (onClosed): as often as the peer likes (issue 37, hole 7)
-    private static final LogLimiter CALLBACK_FAILED = LogLimiter.site(LOG, Level.ERROR,
-            "handler callbacks (end of batch, writable) that failed");
-    private static final LogLimiter ON_CLOSED_FAILED = LogLimiter.site(LOG, Level.ERROR,
-            "onClosed callbacks that failed");
+    private static final Logger LOG = ChannelLog.LOG;
 
     /** The channel as the handler and the transport know it. */
     private final RdmaChannel channel;
     private final ChannelHost transport;
     private final HandlerSlot handler;
-    private final ReentrantLock lock;
-    private final ChannelLifecycle life;
-    private final String id;
-    private final InetSocketAddress remote;
 
-    HandlerCalls(RdmaChannel channel, ChannelHost transport, HandlerSlot handler, ReentrantLock lock,
-                 ChannelLifecycle life, String id, InetSocketAddress remote) {
+    HandlerCalls(ChannelPart core, RdmaChannel channel, ChannelHost transport, HandlerSlot handler) {
+        super(core);
         this.channel = channel;
         this.transport = transport;
         this.handler = handler;
-        this.lock = lock;
-        this.life = life;
-        this.id = id;
-        this.remote = remote;
     }
 
     /** See {@link HandlerSlot#makeIfNeeded}; before the channel opens. */
@@ -69,7 +48,7 @@ final class HandlerCalls {
         try {
             h.onFrame(channel, frame);
         } catch (RuntimeException | Error e) {
-            if (HANDLER_FAILED.admit()) {
+            if (ChannelLog.HANDLER_FAILED.admit()) {
                 LOG.error("channel {} ({}): handler failed on a frame of {} bytes", id, Endpoints.describe(remote),
                         frame.limit(), e);
             }
@@ -90,7 +69,7 @@ final class HandlerCalls {
                 h.onWritable(channel);
             }
         } catch (RuntimeException | Error e) {
-            if (CALLBACK_FAILED.admit()) {
+            if (ChannelLog.CALLBACK_FAILED.admit()) {
                 LOG.error("channel {} ({}): handler callback failed", id, Endpoints.describe(remote), e);
             }
         }
@@ -118,7 +97,7 @@ final class HandlerCalls {
             try {
                 h.onClosed(channel, notice.cause());
             } catch (RuntimeException | Error e) {
-                if (ON_CLOSED_FAILED.admit()) {
+                if (ChannelLog.ON_CLOSED_FAILED.admit()) {
                     LOG.error("channel {} ({}): onClosed failed", id, Endpoints.describe(remote), e);
                 }
             }

@@ -1,10 +1,7 @@
 package dev.artemisrdma.transport.channel;
 
-import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.util.concurrent.locks.ReentrantLock;
 
-import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.fabric.RecvList;
@@ -24,21 +21,13 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * is the channel's lock's, as is every change to the parts shared with writers and the set-up; the receive side is
  * the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are made outside the lock.
  */
-final class LoopSide implements LoopChannel {
+final class LoopSide extends ChannelPart implements LoopChannel {
 
-    private final String id;
-    private final InetSocketAddress remote;
     /**
      * Consumed slots are reposted in groups of this many: one ibv_post_recv per group instead of one per frame. Safe
      * for credits, which are returned only for receives actually reposted; at most repostBatch - 1 slots wait.
      */
     private final int repostBatch;
-    private final ReentrantLock lock;
-    private final SendSide send;
-    private final ReceiveSide receive;
-    private final SharedReceiveMembership shared;
-    private final ChannelResources resources;
-    private final ChannelLifecycle life;
     private final SetupOutcome outcome;
     private final HandlerCalls calls;
     /** What other threads ask of the channel, carried out on its loop (see {@link #runCommands}). */
@@ -57,18 +46,9 @@ final class LoopSide implements LoopChannel {
      */
     private int peerHeldAtBatchStart;
 
-    LoopSide(String id, InetSocketAddress remote, TransportConfig config, ReentrantLock lock, SendSide send,
-             ReceiveSide receive, SharedReceiveMembership shared, ChannelResources resources, ChannelLifecycle life,
-             SetupOutcome outcome, HandlerCalls calls) {
-        this.id = id;
-        this.remote = remote;
+    LoopSide(ChannelPart core, SetupOutcome outcome, HandlerCalls calls) {
+        super(core);
         this.repostBatch = config.repostBatch();
-        this.lock = lock;
-        this.send = send;
-        this.receive = receive;
-        this.shared = shared;
-        this.resources = resources;
-        this.life = life;
         this.outcome = outcome;
         this.calls = calls;
         this.commands = new ChannelCommands(this, resources); // its mailbox names this as the loop's channel

@@ -15,25 +15,13 @@ import dev.artemisrdma.transport.stats.TransportStats;
  *
  * <p>Owner: none; any thread reads. It holds no state of its own, only the parts it reads.
  */
-final class PublishedMeasures implements ChannelMeasures {
+final class PublishedMeasures extends ChannelPart implements ChannelMeasures {
 
-    private final String id;
-    private final SendSide send;
-    private final ReceiveSide receive;
-    private final SharedReceiveMembership shared;
-    private final ChannelResources resources;
-    private final ChannelLifecycle life;
     private final SetupOutcome outcome;
     private final LoopSide loop;
 
-    PublishedMeasures(String id, SendSide send, ReceiveSide receive, SharedReceiveMembership shared,
-                      ChannelResources resources, ChannelLifecycle life, SetupOutcome outcome, LoopSide loop) {
-        this.id = id;
-        this.send = send;
-        this.receive = receive;
-        this.shared = shared;
-        this.resources = resources;
-        this.life = life;
+    PublishedMeasures(ChannelPart core, SetupOutcome outcome, LoopSide loop) {
+        super(core);
         this.outcome = outcome;
         this.loop = loop;
     }

@@ -1,7 +1,6 @@
 package dev.artemisrdma.transport.channel;
 
 import java.net.InetSocketAddress;
-import java.util.concurrent.locks.ReentrantLock;
 
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.CompletionQueue;
@@ -29,44 +28,25 @@ import dev.artemisrdma.transport.wire.Handshake;
  * rdma_cm's and the device's event threads only post to the loop ({@link ChannelCommands}). {@link #local} is written
  * at attach and read by anyone without the lock (volatile).
  */
-final class QueuePairSetup {
+final class QueuePairSetup extends ChannelPart {
 
     private final ChannelHost transport;
-    private final TransportConfig config;
-    private final String id;
-    private final InetSocketAddress remote;
     private final int slots;
     private final int slotSize;
     /** This side states TLS in its handshake (its {@link ChannelSpec}). */
     private final boolean speaksTls;
-    private final ReentrantLock lock;
-    private final SendSide send;
-    private final ReceiveSide receive;
-    private final SharedReceiveMembership shared;
-    private final ChannelResources resources;
-    private final ChannelLifecycle life;
     /** The channel as its completion loop knows it: registered at bind, its queue pair mapped at attach. */
     private final LoopSide loop;
     private final ChannelCommands commands;
     private volatile InetSocketAddress local;
 
-    QueuePairSetup(ChannelHost transport, TransportConfig config, String id, InetSocketAddress remote,
-                   InetSocketAddress local, boolean speaksTls, ReentrantLock lock, SendSide send, ReceiveSide receive,
-                   SharedReceiveMembership shared, ChannelResources resources, ChannelLifecycle life, LoopSide loop) {
+    QueuePairSetup(ChannelPart core, ChannelHost transport, InetSocketAddress local, boolean speaksTls, LoopSide loop) {
+        super(core);
         this.transport = transport;
-        this.config = config;
-        this.id = id;
-        this.remote = remote;
         this.local = local;
         this.slots = config.postedReceives();
         this.slotSize = config.slotSize();
         this.speaksTls = speaksTls;
-        this.lock = lock;
-        this.send = send;
-        this.receive = receive;
-        this.shared = shared;
-        this.resources = resources;
-        this.life = life;
         this.loop = loop;
         this.commands = loop.commands();
     }

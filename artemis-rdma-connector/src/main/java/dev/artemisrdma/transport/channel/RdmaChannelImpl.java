@@ -111,14 +111,14 @@ public final class RdmaChannelImpl implements RdmaChannel {
         this.resources = new ChannelResources(id);
         this.life = new ChannelLifecycle(id, remote, config, send, receive, shared, resources,
                 () -> resources.release(send, receive, shared, loopChannel())); // made below: read at the release
-        this.calls = new HandlerCalls(this, transport, handlerSlot, lock, life, id, remote);
-        this.outcome = new SetupOutcome(id, remote, lock, send, resources, life, calls);
-        this.loop = new LoopSide(id, remote, config, lock, send, receive, shared, resources, life, outcome, calls);
+        ChannelPart core = new ChannelPart(id, remote, config, lock, send, receive, shared, resources, life);
+        this.calls = new HandlerCalls(core, this, transport, handlerSlot);
+        this.outcome = new SetupOutcome(core, calls);
+        this.loop = new LoopSide(core, outcome, calls);
         this.commands = loop.commands();
-        this.setup = new QueuePairSetup(transport, config, id, remote, local, spec.speaksTls(), lock, send, receive,
-                shared, resources, life, loop);
-        this.writes = new WritePath(config, id, remote, lock, send, resources, life, loop);
-        this.measures = new PublishedMeasures(id, send, receive, shared, resources, life, outcome, loop);
+        this.setup = new QueuePairSetup(core, transport, local, spec.speaksTls(), loop);
+        this.writes = new WritePath(core, loop);
+        this.measures = new PublishedMeasures(core, outcome, loop);
         if (spec.peer() != null) {
             outcome.setPeer(spec.peer());
         }

@@ -1,15 +1,10 @@
 package dev.artemisrdma.transport.channel;
 
-import java.net.InetSocketAddress;
 import java.time.Duration;
-import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-import org.slf4j.event.Level;
 
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.wire.Handshake;
 
@@ -25,33 +20,16 @@ import dev.artemisrdma.transport.wire.Handshake;
  * from the creating thread: the passive side's {@link #setPeer}, in the constructor, before any other thread can see
  * the channel. {@link #olderPeer} is read by monitoring without the lock.
  */
-final class SetupOutcome {
+final class SetupOutcome extends ChannelPart {
 
-    private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
-    // what a peer can make us log at will: LogLimiter.LINES lines per site and interval, then a summary
-    private static final LogLimiter NOT_PACKED = LogLimiter.site(LOG, Level.INFO,
-            "connections whose peer does not read packed SENDs");
-    private static final LogLimiter HANDSHAKE_EXPIRED = LogLimiter.site(LOG, Level.WARN,
-            "handshakes that passed their deadline");
+    private static final Logger LOG = ChannelLog.LOG;
 
-    private final String id;
-    private final InetSocketAddress remote;
-    private final ReentrantLock lock;
-    private final SendSide send;
-    private final ChannelResources resources;
-    private final ChannelLifecycle life;
     private final HandlerCalls calls;
     /** The peer stated fewer features than this build knows (see {@link #olderPeer}). */
     private volatile boolean olderPeer;
 
-    SetupOutcome(String id, InetSocketAddress remote, ReentrantLock lock, SendSide send, ChannelResources resources,
-                 ChannelLifecycle life, HandlerCalls calls) {
-        this.id = id;
-        this.remote = remote;
-        this.lock = lock;
-        this.send = send;
-        this.resources = resources;
-        this.life = life;
+    SetupOutcome(ChannelPart core, HandlerCalls calls) {
+        super(core);
         this.calls = calls;
     }
 
@@ -71,7 +49,7 @@ final class SetupOutcome {
         try {
             send.peer(peer);
             olderPeer = !peer.statesEveryKnownFeature();
-            if (!peer.readsPacked() && NOT_PACKED.admit()) {
+            if (!peer.readsPacked() && ChannelLog.NOT_PACKED.admit()) {
                 LOG.info("channel {} ({}): the peer does not read packed SENDs (an older artemis-rdma): small frames"
                         + " go one per SEND", id, Endpoints.describe(remote));
             }
@@ -164,7 +142,7 @@ final class SetupOutcome {
         } finally {
             lock.unlock();
         }
-        if (HANDSHAKE_EXPIRED.admit()) {
+        if (ChannelLog.HANDSHAKE_EXPIRED.admit()) {
             LOG.warn("{}", why.getMessage());
         }
         if (releasedHere) {

@@ -1,15 +1,11 @@
 package dev.artemisrdma.transport.channel;
 
-import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 import dev.artemisrdma.transport.api.FrameTooLargeException;
 import dev.artemisrdma.transport.api.SendBuffer;
 import dev.artemisrdma.transport.api.SendMemoryException;
-import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.flow.BufferPool;
@@ -27,30 +23,16 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
  * lifecycle). It keeps no state of its own: the flush it leaves to the loop is marked in {@link LoopSide}, under the
  * same lock. {@link #isOpen} and {@link #isWritable} read volatiles, without the lock.
  */
-final class WritePath {
+final class WritePath extends ChannelPart {
 
-    private static final Logger LOG = LoggerFactory.getLogger(RdmaChannelImpl.class);
+    private static final Logger LOG = ChannelLog.LOG;
 
-    private final TransportConfig config;
-    private final String id;
-    private final InetSocketAddress remote;
-    private final ReentrantLock lock;
-    private final SendSide send;
-    private final ChannelResources resources;
-    private final ChannelLifecycle life;
     private final ChannelCommands commands;
     /** The channel as its completion loop knows it: where a writer leaves its flush. */
     private final LoopSide loop;
 
-    WritePath(TransportConfig config, String id, InetSocketAddress remote, ReentrantLock lock, SendSide send,
-              ChannelResources resources, ChannelLifecycle life, LoopSide loop) {
-        this.config = config;
-        this.id = id;
-        this.remote = remote;
-        this.lock = lock;
-        this.send = send;
-        this.resources = resources;
-        this.life = life;
+    WritePath(ChannelPart core, LoopSide loop) {
+        super(core);
         this.loop = loop;
         this.commands = loop.commands();
     }
