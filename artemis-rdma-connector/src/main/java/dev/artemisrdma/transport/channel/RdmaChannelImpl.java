@@ -28,7 +28,9 @@ import dev.artemisrdma.transport.wire.Handshake;
  * One connection over one RC queue pair, as its users know it (the {@link RdmaChannel} the application writes to and
  * its handler is called with, the channel the transport sets up and closes): the wiring of the parts that do the
  * work, each with one job and one owner, and the calls that delegate to them. It holds no state of its own but the
- * channel's lock, which every part that changes the channel shares.
+ * channel's lock, which every part that changes the channel shares. Each part below that serves one kind of caller
+ * is a {@link ChannelPart}, made from the core the constructor builds (the lock and the parts under them), and logs
+ * in {@link ChannelLog} (this class's category).
  * <ul>
  *   <li>{@link WritePath}: the writers' calls (allocate, write, flush, autoRead); writers, under the lock;</li>
  *   <li>{@link LoopSide}: what the completion loop calls ({@link LoopChannel}: completions, batches, ticks, the

@@ -4,7 +4,8 @@
  * its loop's thread as each says: the writers' calls ({@code WritePath}), what the completion loop calls
  * ({@code LoopSide}, {@code transport.loop}'s {@code LoopChannel}), the queue pair's set-up ({@code QueuePairSetup})
  * and what the loop makes of its outcome ({@code SetupOutcome}), the calls into the application's handler
- * ({@code HandlerCalls}, {@code HandlerSlot}), what monitoring reads ({@code PublishedMeasures}), the state machine
+ * ({@code HandlerCalls}), what monitoring reads ({@code PublishedMeasures}) (each of these a {@code ChannelPart} of
+ * one core, logging in {@code ChannelLog}), the handler, made once ({@code HandlerSlot}), the state machine
  * ({@code ChannelLifecycle}, {@code ChannelState}), what other threads ask of the loop ({@code ChannelCommands}), what
  * it registered and where it is polled ({@code ChannelResources}), the send side ({@code SendSide} with its
  * {@code Outbox} and {@code SendRing}), the receive side ({@code ReceiveSide}), its share of a shared receive pool
