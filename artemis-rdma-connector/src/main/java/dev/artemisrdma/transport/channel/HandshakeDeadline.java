@@ -19,7 +19,7 @@ import dev.artemisrdma.transport.fabric.QueuePairEvents;
  * them for as long as rdma_cm keeps retrying, or for ever. Past {@code handshakeTimeout} the channel is torn down.
  * Whichever comes first, the established event (or the peer's first frame, which opens the channel before it) or
  * the deadline, wins; the other does nothing. The timer only asks: the channel's loop carries the expiry out
- * ({@link RdmaChannelImpl#runCommands}), after an ESTABLISHED that reached the channel first. The handshake
+ * ({@link LoopSide#runCommands}), after an ESTABLISHED that reached the channel first. The handshake
  * backlog's place is given back here when the handshake succeeds; when it fails or expires, the transport gives it
  * back once the channel's queue pair and rdma_cm id are destroyed, so that a source never holds more unfinished queue
  * pairs in the kernel than its cap, not even while rxe spends seconds in a destroy or a peer that drops CM messages

@@ -29,7 +29,7 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * SEND work requests.
  *
  * <p>Threads: guarded by the channel's lock, always. Writers call in from their own threads, the completion loop
- * calls in (retirements, credits granted, credit frames) from {@link RdmaChannelImpl#endOfBatch}; both hold the lock,
+ * calls in (retirements, credits granted, credit frames) from {@link LoopSide#endOfBatch}; both hold the lock,
  * which is also what keeps posts on the queue pair from running concurrently. Only {@link #isWritable()} is read
  * without it.
  *
@@ -104,7 +104,7 @@ final class SendSide {
     volatile long packedSends;
     /** Writer flushes held behind a signaled SEND in flight (see {@link #flush(boolean)}). */
     volatile long heldFlushes;
-    /** Writer flushes left to the completion loop, which was handling a batch (RdmaChannelImpl#writerFlushLocked). */
+    /** Writer flushes left to the completion loop, which was handling a batch (WritePath#writerFlushLocked). */
     volatile long flushesToLoop;
     /** Fragments sent with their header in immediate data (a whole slot of payload each). */
     volatile long immediateSends;
@@ -242,7 +242,7 @@ final class SendSide {
      * if credit is owed and no data carried it.
      *
      * <p>A writer's flush of several frames ({@code writer}) is held back while a signaled SEND is in flight: its
-     * completion makes the completion loop flush ({@link RdmaChannelImpl#endOfBatch}), which posts them then, packed
+     * completion makes the completion loop flush ({@link LoopSide#endOfBatch}), which posts them then, packed
      * with whatever the writer queued meanwhile, as one list. So a writer that flushes often cannot turn a stream into
      * one system call per flush (on rxe each post does the packets' work in the caller: the lab's 1 KiB stream ran at
      * half speed that way). No timer: the completion comes one round trip after the SEND; and a lone frame (the only
@@ -631,7 +631,7 @@ final class SendSide {
     }
 
     /**
-     * Diagnostics, read without the lock (see {@code RdmaChannelImpl.debugState}): each number is one its field held
+     * Diagnostics, read without the lock (see {@code PublishedMeasures.debugState}): each number is one its field held
      * recently, not all of them at one instant; plain reads of ints and references, which cannot fail.
      */
     String debugState() {

@@ -74,7 +74,7 @@ public final class Handshake {
      * alone: a TLS listener refuses a peer that does not state it, and a TLS connector a listener that does not.
      */
     public static final int FEATURE_TLS = 0x20;
-    /** Every feature this version knows, and states (see {@code RdmaChannelImpl#localParams}); others are ignored. */
+    /** Every feature this version knows, and states (see {@code QueuePairSetup#localParams}); others are ignored. */
     public static final int KNOWN_FEATURES = FEATURE_PACKED | FEATURE_CREDIT_GROWTH | FEATURE_IMMEDIATE_FRAGMENTS
             | FEATURE_CREDIT_RECALL | FEATURE_IMMEDIATE_WHOLE;
     /** Every bit this version reads in a peer's handshake: the features it always states, and TLS. */

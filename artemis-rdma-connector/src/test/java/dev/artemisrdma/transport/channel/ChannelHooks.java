@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport.channel;
 
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.loop.LoopChannel;
 
 /**
  * Opens a channel's package-private state to the tests of other packages (the transport's {@code Connection} helper),
@@ -14,5 +15,10 @@ public final class ChannelHooks {
     /** Whether {@code channel} is open: established, neither closing nor failed (isOpen() also counts CONNECTING). */
     public static boolean established(RdmaChannel channel) {
         return ((RdmaChannelImpl) channel).state() == ChannelState.OPEN;
+    }
+
+    /** The object {@code channel}'s completion loop knows it as (its {@link LoopChannel}). */
+    public static LoopChannel loopChannel(RdmaChannel channel) {
+        return ((RdmaChannelImpl) channel).loopChannel();
     }
 }
