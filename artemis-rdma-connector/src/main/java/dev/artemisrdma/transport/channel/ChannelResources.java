@@ -5,7 +5,6 @@ import java.lang.invoke.VarHandle;
 
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
-import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.RegisteredMemory;
 import dev.artemisrdma.transport.flow.BufferPool;
@@ -203,11 +202,6 @@ final class ChannelResources {
     /** Any thread, without the lock: the count as the last change under the lock left it. */
     int receivesOutstanding() {
         return (int) RECEIVES_OUTSTANDING.getAcquire(this);
-    }
-
-    /** How many of {@code attempted} work requests a failed post did post (ibv_post_* stops at the bad one). */
-    static int posted(FabricException e, int attempted) {
-        return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
     }
 
     void receivesPosted(int n) {

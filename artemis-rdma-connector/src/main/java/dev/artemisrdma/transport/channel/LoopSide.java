@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.SharedReceivePool;
@@ -262,7 +263,7 @@ final class LoopSide extends ChannelPart implements LoopChannel {
                 resources.receivesPosted(repost.size());
                 send.credits().reposted(repost.size());
             } catch (FabricException e) {
-                int posted = ChannelResources.posted(e, repost.size());
+                int posted = PartialPostException.postedOf(e, repost.size());
                 resources.receivesPosted(posted); // those complete (flushed) and are waited for; the rest never will
                 life.fail(new FabricException("channel " + id + " (" + Endpoints.describe(remote)
                         + "): reposting receives failed after " + posted + " of " + repost.size() + ": "

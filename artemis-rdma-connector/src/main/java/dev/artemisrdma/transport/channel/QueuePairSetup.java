@@ -8,6 +8,7 @@ import dev.artemisrdma.transport.fabric.ConnectionSetup;
 import dev.artemisrdma.transport.fabric.Endpoints;
 import dev.artemisrdma.transport.fabric.FabricDevice;
 import dev.artemisrdma.transport.fabric.FabricException;
+import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.QueuePair;
 import dev.artemisrdma.transport.fabric.QueuePairCaps;
 import dev.artemisrdma.transport.fabric.QueuePairEvents;
@@ -191,7 +192,7 @@ final class QueuePairSetup extends ChannelPart {
                 queuePair.postRecv(initial);
                 resources.receivesPosted(slots);
             } catch (FabricException e) {
-                resources.receivesPosted(ChannelResources.posted(e, initial.size()));
+                resources.receivesPosted(PartialPostException.postedOf(e, initial.size()));
                 throw e;
             }
         } finally {

@@ -360,7 +360,7 @@ public final class RdmaChannelImpl implements RdmaChannel {
         return measures.debugState();
     }
 
-    /** The channel as its completion loop knows it (tests). */
+    /** The channel as its completion loop knows it (its release gives it back to the loop; tests). */
     LoopChannel loopChannel() {
         return loop;
     }
@@ -372,11 +372,7 @@ public final class RdmaChannelImpl implements RdmaChannel {
 
     @Override
     public String toString() {
-        return "RdmaChannel[" + id + " " + describe(setup.local()) + " -> " + describe(remote) + " " + life.state()
-                + "]";
-    }
-
-    static String describe(InetSocketAddress a) {
-        return Endpoints.describe(a);
+        return "RdmaChannel[" + id + " " + Endpoints.describe(setup.local()) + " -> " + Endpoints.describe(remote) + " "
+                + life.state() + "]";
     }
 }

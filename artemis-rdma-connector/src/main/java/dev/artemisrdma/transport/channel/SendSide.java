@@ -542,7 +542,7 @@ final class SendSide {
         } catch (FabricException e) {
             // ibv_post_send stops at the first bad request: those before it were posted and will complete, the
             // rest never reach the queue pair and must not be waited for
-            int posted = e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), sendList.size())) : 0;
+            int posted = PartialPostException.postedOf(e, sendList.size());
             takeBackUnposted(sendList.size() - posted);
             return new FabricException("channel " + id + " (" + Endpoints.describe(remote) + "): posting "
                     + sendList.size() + " sends failed after " + posted + ": " + e.getMessage(), e);

@@ -16,4 +16,12 @@ public class PartialPostException extends FabricException {
     public int posted() {
         return posted;
     }
+
+    /**
+     * How many of the {@code attempted} work requests a post that threw {@code e} did post: ibv_post_* stops at the
+     * first bad request, so those before it were posted and will complete; any other failure posted none.
+     */
+    public static int postedOf(FabricException e, int attempted) {
+        return e instanceof PartialPostException p ? Math.max(0, Math.min(p.posted(), attempted)) : 0;
+    }
 }
