@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.junit.jupiter.api.Test;
 
@@ -240,6 +241,39 @@ class SourceLimitsTest {
             admittedWithin(backlog.client, backlog.listening, 10_000).close();
             assertTrue(System.nanoTime() - released >= StalledBacklog.HANDSHAKE_TIMEOUT.toNanos(),
                     "10.77.0.2 was admitted again before its places cooled down for handshakeTimeout");
+        }
+    }
+
+    @Test
+    void aHandshakeFailingBeforeItsDeadlineKeepsItsPlaceUntilItsQueuePairIsDestroyed() throws Exception {
+        // the CI lab saw a flooding source hold 66 queue pairs against a cap of 64 again: a handshake whose channel
+        // was already failing for a reason of its own when its deadline came (here its loop fails; in the lab a
+        // DISCONNECTED or a flush handled first) had its place given back at the deadline, as if it had opened,
+        // while its queue pair and id were still being destroyed
+        try (StalledBacklog backlog = new StalledBacklog(2, 1)) {
+            AtomicInteger accepted = new AtomicInteger(-1);
+            backlog.fabric.beforeAcceptPrepare(accepted::set);
+            backlog.fabric.holdIdDestroys(true);
+            backlog.stallFrom("10.77.0.2", 1);
+            long acceptedAt = System.nanoTime(); // (the deadline starts before the accept: this is later)
+            Peers.await("the request accepted", 5000, () -> accepted.get() >= 0);
+            backlog.fabric.failNextPoll(accepted.get(), new FabricException("ibv_poll_cq failed (EIO)"));
+            Peers.await("the failed channel closed", 5000, () -> backlog.server.channelCount() == 0);
+            assertTrue(backlog.fabric.idsHeld() >= 1, "the failed handshake's id is held: "
+                    + backlog.fabric.idsHeld());
+            long pastDeadline = acceptedAt + StalledBacklog.HANDSHAKE_TIMEOUT.toNanos()
+                    + TimeUnit.MILLISECONDS.toNanos(500);
+            Thread.sleep(Math.max(0, TimeUnit.NANOSECONDS.toMillis(pastDeadline - System.nanoTime())));
+
+            backlog.fabric.stallHandshakes(false);
+            FabricException refused = backlog.refusedFrom("10.77.0.2"); // its id is still the kernel's
+            assertTrue(refused.getMessage().contains("too many unfinished connections from 10.77.0.2 (1, "
+                    + "maxPendingConnectionsPerSource)"), refused.getMessage());
+
+            backlog.fabric.releaseIdDestroys(); // gone: the place comes back (after the cool-down: it expired)
+            backlog.fabric.holdIdDestroys(false);
+            backlog.fabric.connectFrom(address("10.77.0.2"));
+            admittedWithin(backlog.client, backlog.listening, 10_000).close();
         }
     }
 

@@ -154,6 +154,14 @@ final class ChannelLifecycle {
         return ChannelState.path(path);
     }
 
+    /**
+     * Whether the channel was ever established: OPEN, or FLUSHING reached from a close asked while connecting (its
+     * only way in besides OPEN). Under the lock.
+     */
+    boolean everEstablished() {
+        return (path & (ChannelState.OPEN.bit() | ChannelState.FLUSHING.bit())) != 0;
+    }
+
     /** See {@link #movesOffLoop}; any thread, without the lock (a volatile read). */
     int movesOffLoop() {
         return movesOffLoop;

@@ -95,21 +95,34 @@ public final class HandshakeDeadline implements QueuePairEvents {
 
     /**
      * On the channel's loop (or where it has none): the channel is torn down unless it opened meanwhile (rdma_cm's
-     * ESTABLISHED, run before this, or the peer's first frame); an open one gives the backlog's place back here.
+     * ESTABLISHED, run before this, or the peer's first frame); an open one gives the backlog's place back here. One
+     * that was already failing for a reason of its own (its loop failed, its receives flushed, a DISCONNECTED handled
+     * first) keeps its place until its close finds its queue pair gone: giving it back here let a flooding source
+     * hold more queue pairs than its cap while rxe destroyed the first ones (the CI lab's 66 of 64).
      */
     void applyExpiry() {
         onExpired.run(); // first: the channel's release may give the place back before expireHandshake returns
-        boolean tornDown;
+        Expiry outcome;
         try {
-            tornDown = channel.expireHandshake(timeout);
+            outcome = channel.expireHandshake(timeout);
         } catch (RuntimeException | Error e) {
             if (RELEASE_FAILED.admit()) { // a peer that never completes its handshake gets here at will
                 LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
             }
-            tornDown = false; // what is left of it is unknown: never keep a place that nothing may give back
+            outcome = Expiry.OPENED; // what is left of it is unknown: never keep a place that nothing may give back
         }
-        if (!tornDown) {
+        if (outcome == Expiry.OPENED) {
             onEstablished.run(); // the peer has spoken: the channel is open, as if rdma_cm had said so
         }
+    }
+
+    /** What the deadline found on the channel's loop ({@link SetupOutcome#expireHandshake}). */
+    enum Expiry {
+        /** Still connecting: torn down now; its close gives the place back once its queue pair is gone. */
+        TORN_DOWN,
+        /** Established first (rdma_cm's ESTABLISHED, or the peer's first frame): the place is given back now. */
+        OPENED,
+        /** Never established and already failing: its close gives the place back once its queue pair is gone. */
+        FAILING
     }
 }

@@ -126,17 +126,17 @@ final class SetupOutcome extends ChannelPart {
     }
 
     /**
-     * The handshake deadline's decision, on the loop (see {@link ChannelLifecycle#expireHandshake}). Returns whether
-     * the deadline tore the channel down.
+     * The handshake deadline's decision, on the loop (see {@link ChannelLifecycle#expireHandshake}): torn down now,
+     * established first, or failing already for a reason of its own.
      */
-    boolean expireHandshake(Duration timeout) {
+    HandshakeDeadline.Expiry expireHandshake(Duration timeout) {
         FabricException why;
         boolean releasedHere;
         lock.lock();
         try {
             why = life.expireHandshake(timeout);
             if (why == null) {
-                return false;
+                return life.everEstablished() ? HandshakeDeadline.Expiry.OPENED : HandshakeDeadline.Expiry.FAILING;
             }
             releasedHere = life.abort(why, true, false);
         } finally {
@@ -148,7 +148,7 @@ final class SetupOutcome extends ChannelPart {
         if (releasedHere) {
             calls.notifyClosed();
         }
-        return true;
+        return HandshakeDeadline.Expiry.TORN_DOWN;
     }
 
     /**

@@ -20,13 +20,17 @@ import java.util.stream.Stream;
  * {@code task_pid_vnr} of that task, and is left out once the thread has exited), so objects cannot be summed per
  * process. This JVM's are those whose {@code pid} is one of its live threads; everything else (the broker process's,
  * and any of ours whose thread is gone) counts as the broker's: an upper bound, which is what a bound check needs.
+ * {@code foreignQueuePairs} says what those queue pairs are, by state and creating thread's name ("RTR by
+ * rdma-cm-events": an accepted handshake not finished; "RTS": established; "ERR": failed, not destroyed yet).
  */
 record KernelRdmaObjects(Map<String, Integer> counts, Map<String, Integer> foreignCounts, long foreignRegisteredBytes,
-                        String sample) {
+                        String sample, Map<String, Integer> foreignQueuePairs) {
 
     private static final String[] TYPES = {"pd", "cq", "qp", "cm_id", "mr"};
     private static final Pattern PID = Pattern.compile("\\bpid (\\d+)\\b");
     private static final Pattern MRLEN = Pattern.compile("\\bmrlen (\\d+)\\b");
+    private static final Pattern STATE = Pattern.compile("\\bstate (\\S+)");
+    private static final Pattern COMM = Pattern.compile("\\bcomm \\[?([^\\]\\s]+)");
 
     static KernelRdmaObjects now() {
         Set<Long> ours = ourThreads();
@@ -34,6 +38,7 @@ record KernelRdmaObjects(Map<String, Integer> counts, Map<String, Integer> forei
         Map<String, Integer> foreignCounts = new TreeMap<>();
         long foreign = 0;
         String sample = "";
+        Map<String, Integer> foreignQueuePairs = new TreeMap<>();
         for (String type : TYPES) {
             int n = 0;
             int notOurs = 0;
@@ -46,6 +51,9 @@ record KernelRdmaObjects(Map<String, Integer> counts, Map<String, Integer> forei
                 boolean foreignLine = !pid.find() || !ours.contains(Long.parseLong(pid.group(1)));
                 if (foreignLine) {
                     notOurs++;
+                    if (type.equals("qp")) {
+                        foreignQueuePairs.merge(describe(line), 1, Integer::sum);
+                    }
                 }
                 if (!type.equals("mr")) {
                     continue;
@@ -62,7 +70,14 @@ record KernelRdmaObjects(Map<String, Integer> counts, Map<String, Integer> forei
             counts.put(type, n);
             foreignCounts.put(type, notOurs);
         }
-        return new KernelRdmaObjects(counts, foreignCounts, foreign, sample);
+        return new KernelRdmaObjects(counts, foreignCounts, foreign, sample, foreignQueuePairs);
+    }
+
+    /** A queue pair's line as "state by thread" ("RTR by rdma-cm-events"), to say what a count is made of. */
+    private static String describe(String qpLine) {
+        Matcher state = STATE.matcher(qpLine);
+        Matcher comm = COMM.matcher(qpLine);
+        return (state.find() ? state.group(1) : "?") + " by " + (comm.find() ? comm.group(1) : "?");
     }
 
     /** The objects connections own (qp, cm_id, cq) and the protection domains; memory regions are compared apart. */
