@@ -8,6 +8,7 @@ import dev.artemisrdma.transport.fabric.PartialPostException;
 import dev.artemisrdma.transport.fabric.RecvList;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.SharedReceivePool;
+import dev.artemisrdma.transport.loop.FlushRequest;
 import dev.artemisrdma.transport.loop.LoopChannel;
 import dev.artemisrdma.transport.stats.ChannelCounters;
 
@@ -18,9 +19,9 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * ({@link #runCommands}) and the loop's own death ({@link #loopFailed}).
  *
  * <p>Owner: the completion loop thread ({@link #runCommands} also on the asking thread where no loop polls for the
- * channel, {@link #loopFailed} on a dying loop's). Its fields are the loop thread's but {@link #flushLeftToLoop}, which
- * is the channel's lock's, as is every change to the parts shared with writers and the set-up; the receive side is
- * the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are made outside the lock.
+ * channel, {@link #loopFailed} on a dying loop's). Its fields are the loop thread's (the {@link FlushRequest}'s mark
+ * is the writers' and the loop's, see there); every change to the parts shared with writers and the set-up is under
+ * the channel's lock; the receive side is the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are made outside the lock.
  */
 final class LoopSide extends ChannelPart implements LoopChannel {
 
@@ -36,8 +37,8 @@ final class LoopSide extends ChannelPart implements LoopChannel {
     /** Completions and errors, counted by the completion loop (see ChannelCounters). */
     private final ChannelCounters counters = new ChannelCounters();
 
-    /** A writer left this channel's flush to the loop, not done yet: set by writers, cleared here; under the lock. */
-    boolean flushLeftToLoop;
+    /** The channel's one request that the loop post what writers queued while it handled a batch (WritePath). */
+    private final FlushRequest flushRequest = new FlushRequest(this);
     /** Set by the completion loop while this channel is in its current batch (loop thread only). */
     private boolean touched;
     /**
@@ -57,6 +58,11 @@ final class LoopSide extends ChannelPart implements LoopChannel {
 
     ChannelCommands commands() {
         return commands;
+    }
+
+    /** What a writer hands the loop when it leaves its flush to it ({@link WritePath}). */
+    FlushRequest flushRequest() {
+        return flushRequest;
     }
 
     @Override
@@ -308,7 +314,6 @@ final class LoopSide extends ChannelPart implements LoopChannel {
         boolean deadline;
         lock.lock();
         try {
-            flushLeftToLoop = false;
             life.flush(true); // as the writers would have: a stream's flush may wait behind a signaled SEND
             notifyWritable = send.takeWritableOwed(!life.state().tearingDown());
             notifyClosed = life.releasedUntold();

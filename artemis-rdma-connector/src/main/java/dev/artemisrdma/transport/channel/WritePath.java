@@ -20,8 +20,8 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
  *
  * <p>Owner: the writers (Artemis's executors, application threads, a handler on the loop thread), under the channel's
  * lock for every change (the outbox, the send ring, credits returned, writability, posts; and on a failure, the
- * lifecycle). It keeps no state of its own: the flush it leaves to the loop is marked in {@link LoopSide}, under the
- * same lock. {@link #isOpen} and {@link #isWritable} read volatiles, without the lock.
+ * lifecycle). It keeps no state of its own: the flush it leaves to the loop is the channel's one
+ * {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen} and {@link #isWritable} read volatiles, without the lock.
  */
 final class WritePath extends ChannelPart {
 
@@ -163,18 +163,12 @@ final class WritePath extends ChannelPart {
         send.markFlushed();
         CompletionLoop l = resources.loop();
         if (life.state() == ChannelState.OPEN && l != null && l.handling() && !l.isLoopThread()) {
-            if (loop.flushLeftToLoop) {
-                send.flushesToLoop++; // already asked, not yet done: the loop takes this lock before it posts
-                return;
-            }
-            loop.flushLeftToLoop = true;
-            if (l.takeFlush(loop)) {
-                send.flushesToLoop++;
+            if (l.takeFlush(loop.flushRequest())) {
+                send.flushesToLoop++; // the loop takes this lock before it posts: after this writer
                 return;
             }
             // the loop ended its batch meanwhile and may not look at the request before its next one: post here
             // (when it does look, it finds nothing left)
-            loop.flushLeftToLoop = false;
         }
         life.flush(true);
     }

@@ -3,7 +3,6 @@ package dev.artemisrdma.transport.loop;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -127,8 +126,12 @@ public final class CompletionLoop implements Runnable {
      * writes costs less than each writer's own (Netty's event loop writes what queued the same way).
      */
     private volatile boolean handling;
-    /** Channels whose writers left their flush to the loop (see {@link #handling}). */
-    private final ConcurrentLinkedQueue<LoopChannel> flushRequests = new ConcurrentLinkedQueue<>();
+    /**
+     * Channels whose writers left their flush to the loop (see {@link #handling}): a stack of the channels' own
+     * {@link FlushRequest}s, pushed with a compare-and-set and taken whole with one exchange, as the {@link #inbox};
+     * nothing allocated per hand-off.
+     */
+    private final AtomicReference<FlushRequest> flushRequests = new AtomicReference<>();
     /**
      * The channels' mailboxes with requests for this thread (see {@link #post}): a stack that any thread pushes onto
      * with a compare-and-set and the loop thread takes whole with one exchange, then runs in the order the channels
@@ -637,13 +640,22 @@ public final class CompletionLoop implements Runnable {
     }
 
     /**
-     * Leaves {@code channel}'s flush to the loop; true when the loop is sure to see it, false when it finished its
+     * Leaves a channel's flush to the loop ({@code request}, the channel's own); true when the loop is sure to see it,
+     * false when it finished its
      * batch meanwhile and the caller must flush itself (a request the loop then finds finds nothing to post). The
      * request goes in before {@link #handling} is read again, and the loop clears {@code handling} before it looks
      * at the requests a last time: one of the two sees the other.
      */
-    public boolean takeFlush(LoopChannel channel) {
-        flushRequests.add(channel);
+    public boolean takeFlush(FlushRequest request) {
+        if (request.queued.compareAndSet(false, true)) {
+            for (;;) {
+                FlushRequest head = flushRequests.get();
+                request.next = head;
+                if (flushRequests.compareAndSet(head, request)) {
+                    break;
+                }
+            }
+        } // else already in the stack: the loop's post for it takes the channel's lock after this writer
         return handling;
     }
 
@@ -728,7 +740,7 @@ public final class CompletionLoop implements Runnable {
         } finally {
             flushForWriters();
             handling = false;
-            if (!flushRequests.isEmpty()) {
+            if (flushRequests.get() != null) {
                 flushForWriters(); // requests that came between the last look and the clear
             }
         }
@@ -736,8 +748,25 @@ public final class CompletionLoop implements Runnable {
 
     /** Posts what writers left to the loop while it handled a batch (see {@link #handling}). */
     private void flushForWriters() {
-        LoopChannel ch;
-        while ((ch = flushRequests.poll()) != null) {
+        if (flushRequests.get() == null) {
+            return; // one volatile read after a batch no writer touched
+        }
+        // taken whole and reversed: the channels are posted for in the order their writers asked
+        FlushRequest r = null;
+        for (FlushRequest m = flushRequests.getAndSet(null); m != null; ) {
+            FlushRequest next = m.next;
+            m.next = r;
+            r = m;
+            m = next;
+        }
+        while (r != null) {
+            FlushRequest next = r.next;
+            r.next = null; // before the mark goes: from then on a writer may push it again
+            // a release store, no fence: a writer that still reads the mark set leaves its frames to the post below,
+            // which takes the channel's lock (a full fence) after that writer lets it go
+            r.queued.setRelease(false);
+            LoopChannel ch = r.channel;
+            r = next;
             try {
                 deadlineSeen |= ch.flushLeftToLoop();
             } catch (RuntimeException e) {

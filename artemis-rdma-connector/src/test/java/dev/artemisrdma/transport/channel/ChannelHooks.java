@@ -1,6 +1,7 @@
 package dev.artemisrdma.transport.channel;
 
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.loop.FlushRequest;
 import dev.artemisrdma.transport.loop.LoopChannel;
 
 /**
@@ -20,5 +21,10 @@ public final class ChannelHooks {
     /** The object {@code channel}'s completion loop knows it as (its {@link LoopChannel}). */
     public static LoopChannel loopChannel(RdmaChannel channel) {
         return ((RdmaChannelImpl) channel).loopChannel();
+    }
+
+    /** The request {@code channel}'s writers hand its loop when they leave their flush to it. */
+    public static FlushRequest flushRequest(RdmaChannel channel) {
+        return ((LoopSide) ((RdmaChannelImpl) channel).loopChannel()).flushRequest();
     }
 }

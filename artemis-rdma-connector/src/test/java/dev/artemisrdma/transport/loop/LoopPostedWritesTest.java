@@ -3,6 +3,7 @@ package dev.artemisrdma.transport.loop;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -13,6 +14,7 @@ import dev.artemisrdma.transport.FakeFabric;
 import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.TransportHooks;
 import dev.artemisrdma.transport.api.RdmaChannel;
+import dev.artemisrdma.transport.channel.ChannelHooks;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.stats.TransportStats;
 
@@ -22,6 +24,9 @@ import dev.artemisrdma.transport.stats.TransportStats;
  * delays a write.
  */
 class LoopPostedWritesTest {
+
+    private static final com.sun.management.ThreadMXBean THREADS =
+            (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 
     private static TransportConfig strict() {
         return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
@@ -54,6 +59,35 @@ class LoopPostedWritesTest {
             TransportStats after = served.stats();
             assertEquals(postsBefore + 1, after.postCalls(), "the loop posted the ten writes as one list: " + after);
             assertEquals(10, after.framesPacked(), after.toString());
+        }
+    }
+
+    @Test
+    void aFlushLeftToTheLoopIsTheChannelsOwnRequestQueuedOnceAndAllocatesNothing() throws Exception {
+        // the hand-off took a queue node per flush left to the loop; the channel's one FlushRequest is queued at most
+        // once, and a writer that finds it queued leaves its frames to the post it stands for
+        Peers.HoldingRecorder serverSide = new Peers.HoldingRecorder();
+        try (Connection c = new Connection(new FakeFabric(), strict(), strict(), serverSide, new Peers.Recorder())) {
+            RdmaChannel served = c.serverChannel;
+            FlushRequest request = ChannelHooks.flushRequest(served);
+            CompletionLoop loop = TransportHooks.loops(c.serverTransport, c.fabric.device()).get(0);
+            c.client.write(ByteBuffer.wrap(Peers.payload(7, 0, 100)), true);
+            assertTrue(serverSide.inHandler.await(5, TimeUnit.SECONDS), "the server's loop is in the handler");
+            served.write(ByteBuffer.wrap(Peers.payload(8, 0, 300)), true);
+            assertTrue(request.queued.get(), "the writer left its flush to the loop: " + served.stats());
+
+            long before = THREADS.getThreadAllocatedBytes(Thread.currentThread().getId());
+            for (int i = 0; i < 100_000; i++) {
+                assertTrue(loop.takeFlush(request)); // queued already: the loop posts for it after its batch
+            }
+            long bytes = THREADS.getThreadAllocatedBytes(Thread.currentThread().getId()) - before;
+            assertTrue(bytes < 1024, "100,000 hand-offs allocated " + bytes + " bytes on the writer's thread");
+            assertEquals(null, request.next, "queued once: nothing behind it");
+
+            serverSide.release.countDown();
+            Peers.await("the loop's post for the writer", 5000, () -> c.clientSide.count() == 1);
+            Peers.await("the request's mark cleared", 5000, () -> !request.queued.get());
+            assertEquals(1, served.stats().flushesToLoop(), served.stats().toString());
         }
     }
 
