@@ -102,27 +102,17 @@ public final class HandshakeDeadline implements QueuePairEvents {
      */
     void applyExpiry() {
         onExpired.run(); // first: the channel's release may give the place back before expireHandshake returns
-        Expiry outcome;
+        boolean opened;
         try {
-            outcome = channel.expireHandshake(timeout);
+            opened = channel.expireHandshake(timeout);
         } catch (RuntimeException | Error e) {
             if (RELEASE_FAILED.admit()) { // a peer that never completes its handshake gets here at will
                 LOG.error("releasing connection {} after its handshake deadline failed", channel.id(), e);
             }
-            outcome = Expiry.OPENED; // what is left of it is unknown: never keep a place that nothing may give back
+            opened = true; // what is left of it is unknown: never keep a place that nothing may give back
         }
-        if (outcome == Expiry.OPENED) {
+        if (opened) {
             onEstablished.run(); // the peer has spoken: the channel is open, as if rdma_cm had said so
         }
-    }
-
-    /** What the deadline found on the channel's loop ({@link SetupOutcome#expireHandshake}). */
-    enum Expiry {
-        /** Still connecting: torn down now; its close gives the place back once its queue pair is gone. */
-        TORN_DOWN,
-        /** Established first (rdma_cm's ESTABLISHED, or the peer's first frame): the place is given back now. */
-        OPENED,
-        /** Never established and already failing: its close gives the place back once its queue pair is gone. */
-        FAILING
     }
 }

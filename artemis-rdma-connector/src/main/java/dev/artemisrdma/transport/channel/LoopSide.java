@@ -21,7 +21,8 @@ import dev.artemisrdma.transport.stats.ChannelCounters;
  * <p>Owner: the completion loop thread ({@link #runCommands} also on the asking thread where no loop polls for the
  * channel, {@link #loopFailed} on a dying loop's). Its fields are the loop thread's (the {@link FlushRequest}'s mark
  * is the writers' and the loop's, see there); every change to the parts shared with writers and the set-up is under
- * the channel's lock; the receive side is the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are made outside the lock.
+ * the channel's lock; the receive side is the loop's, without the lock. Handler callbacks ({@link HandlerCalls}) are
+ * made outside the lock.
  */
 final class LoopSide extends ChannelPart implements LoopChannel {
 

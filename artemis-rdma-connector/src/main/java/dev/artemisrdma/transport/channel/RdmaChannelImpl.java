@@ -183,7 +183,7 @@ public final class RdmaChannelImpl implements RdmaChannel {
     }
 
     /** The handshake deadline's decision, on the loop (see {@link SetupOutcome#expireHandshake}). */
-    HandshakeDeadline.Expiry expireHandshake(Duration timeout) {
+    boolean expireHandshake(Duration timeout) {
         return outcome.expireHandshake(timeout);
     }
 

@@ -126,17 +126,18 @@ final class SetupOutcome extends ChannelPart {
     }
 
     /**
-     * The handshake deadline's decision, on the loop (see {@link ChannelLifecycle#expireHandshake}): torn down now,
-     * established first, or failing already for a reason of its own.
+     * The handshake deadline's decision, on the loop (see {@link ChannelLifecycle#expireHandshake}). Returns whether
+     * the channel was established first (its place goes back now); false when the deadline tore it down, or when it
+     * was already failing without having opened (its close gives the place back once its queue pair is gone).
      */
-    HandshakeDeadline.Expiry expireHandshake(Duration timeout) {
+    boolean expireHandshake(Duration timeout) {
         FabricException why;
         boolean releasedHere;
         lock.lock();
         try {
             why = life.expireHandshake(timeout);
             if (why == null) {
-                return life.everEstablished() ? HandshakeDeadline.Expiry.OPENED : HandshakeDeadline.Expiry.FAILING;
+                return life.everEstablished();
             }
             releasedHere = life.abort(why, true, false);
         } finally {
@@ -148,7 +149,7 @@ final class SetupOutcome extends ChannelPart {
         if (releasedHere) {
             calls.notifyClosed();
         }
-        return HandshakeDeadline.Expiry.TORN_DOWN;
+        return false;
     }
 
     /**

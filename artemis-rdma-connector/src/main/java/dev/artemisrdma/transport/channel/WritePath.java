@@ -21,7 +21,8 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
  * <p>Owner: the writers (Artemis's executors, application threads, a handler on the loop thread), under the channel's
  * lock for every change (the outbox, the send ring, credits returned, writability, posts; and on a failure, the
  * lifecycle). It keeps no state of its own: the flush it leaves to the loop is the channel's one
- * {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen} and {@link #isWritable} read volatiles, without the lock.
+ * {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen} and
+ * {@link #isWritable} read volatiles, without the lock.
  */
 final class WritePath extends ChannelPart {
 

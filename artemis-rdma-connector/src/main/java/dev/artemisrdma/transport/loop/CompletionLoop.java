@@ -641,10 +641,9 @@ public final class CompletionLoop implements Runnable {
 
     /**
      * Leaves a channel's flush to the loop ({@code request}, the channel's own); true when the loop is sure to see it,
-     * false when it finished its
-     * batch meanwhile and the caller must flush itself (a request the loop then finds finds nothing to post). The
-     * request goes in before {@link #handling} is read again, and the loop clears {@code handling} before it looks
-     * at the requests a last time: one of the two sees the other.
+     * false when it finished its batch meanwhile and the caller must flush itself (a request the loop then finds has
+     * nothing to post). The request goes in before {@link #handling} is read again, and the loop clears
+     * {@code handling} before it looks at the requests a last time: one of the two sees the other.
      */
     public boolean takeFlush(FlushRequest request) {
         if (request.queued.compareAndSet(false, true)) {
@@ -740,9 +739,7 @@ public final class CompletionLoop implements Runnable {
         } finally {
             flushForWriters();
             handling = false;
-            if (flushRequests.get() != null) {
-                flushForWriters(); // requests that came between the last look and the clear
-            }
+            flushForWriters(); // requests that came between the last look and the clear (one read when none did)
         }
     }
 
