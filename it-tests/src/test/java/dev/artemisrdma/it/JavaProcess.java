@@ -10,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -43,12 +44,21 @@ public final class JavaProcess implements AutoCloseable {
 
     /** What {@link Builder#queueLines} queues when the output ends. */
     private static final String EOF = "\u0000EOF";
+    /** How many of the last output lines a failure message quotes when the process ended unexpectedly. */
+    private static final int TAIL_LINES = 30;
+    /** The JVM's fatal error report, when it wrote one: HotSpot replaces {@code %p} by the pid. */
+    private static final String ERROR_FILE = "hs_err-%s-pid%%p.log";
 
     private final String name;
     private final Process process;
     private final PrintWriter stdin;
     private final Path log;
     private final List<String> kept = new CopyOnWriteArrayList<>();
+    /** The last {@link #TAIL_LINES} lines, whatever the builder keeps: what a failure message quotes. */
+    private final ArrayDeque<String> tail = new ArrayDeque<>();
+    private final Path errorFile;
+    /** When it started (this machine's clock): a fatal error report older than that is another process's. */
+    private final long started = System.currentTimeMillis();
     private final BlockingQueue<String> queue = new LinkedBlockingQueue<>();
     private final CountDownLatch ready = new CountDownLatch(1);
     private final CountDownLatch ended = new CountDownLatch(1);
@@ -58,6 +68,7 @@ public final class JavaProcess implements AutoCloseable {
         this.name = b.name;
         this.process = process;
         this.log = b.log;
+        this.errorFile = b.errorFile();
         this.stdin = new PrintWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8), true);
         Writer file = b.log == null ? null : Files.newBufferedWriter(b.log, StandardCharsets.UTF_8,
                 StandardOpenOption.CREATE, StandardOpenOption.WRITE,
@@ -104,6 +115,12 @@ public final class JavaProcess implements AutoCloseable {
                     file.write(line);
                     file.write('\n');
                     file.flush();
+                }
+                synchronized (tail) {
+                    if (tail.size() == TAIL_LINES) {
+                        tail.removeFirst();
+                    }
+                    tail.addLast(line);
                 }
                 if (b.intercept != null && b.intercept.test(line)) {
                     continue;
@@ -177,7 +194,7 @@ public final class JavaProcess implements AutoCloseable {
             if (line.equals(EOF)) {
                 queue.add(EOF);
                 throw new IllegalStateException(name + " exited (code " + exitCode() + ") before printing '"
-                        + prefix + "'");
+                        + prefix + "'" + lastWords());
             }
             if (line.startsWith("FAILED")) {
                 throw new IllegalStateException(name + ": " + line);
@@ -291,6 +308,26 @@ public final class JavaProcess implements AutoCloseable {
         }
     }
 
+    /**
+     * What a process that ended unexpectedly said last: its last output lines and, when the JVM crashed (exit code
+     * 134: HotSpot's fatal error handler or glibc's abort), the head of its fatal error report (the signal, the
+     * problematic frame, the thread and its Java frames). CI keeps only its own output, not the lab's files.
+     */
+    private String lastWords() {
+        try {
+            ended.await(10, TimeUnit.SECONDS); // the pump reads what is left in the pipe
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        // the report first: CI's summary of a failure keeps a message's beginning
+        StringBuilder out = new StringBuilder(FatalErrorReport.summary(errorFile, started));
+        synchronized (tail) {
+            out.append("; its last ").append(tail.size()).append(" lines:");
+            tail.forEach(line -> out.append("\n  | ").append(line));
+        }
+        return out.toString();
+    }
+
     private void awaitReady(long seconds) throws InterruptedException {
         boolean inTime = ready.await(seconds, TimeUnit.SECONDS);
         if (readySeen) {
@@ -299,7 +336,7 @@ public final class JavaProcess implements AutoCloseable {
         String where = log == null ? "" : "; log: " + log;
         close();
         throw new IllegalStateException(inTime ? name + " exited (code " + exitCode() + ") before it was ready" + where
-                : name + " did not start within " + seconds + " s" + where);
+                + lastWords() : name + " did not start within " + seconds + " s" + where);
     }
 
     /** What to launch and what to do with its output; one builder may {@link #start} the same JVM again. */
@@ -437,10 +474,22 @@ public final class JavaProcess implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Where the JVM writes its fatal error report if it crashes: the {@link #resultsDir results folder}, which
+         * both lab hosts see at the same path, named after the process ({@code %p}: its pid). HotSpot's default, the
+         * working directory, is lost with the lab.
+         */
+        Path errorFile() {
+            return resultsDir().resolve(String.format(ERROR_FILE, name.replaceAll("[^A-Za-z0-9._-]", "_")));
+        }
+
         /** The command line {@link #start} runs, with {@code args} after the main class or module. */
         public List<String> command(String... args) {
             List<String> command = new ArrayList<>(wrapper);
             command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+            if (jvmOptions.stream().noneMatch(o -> o.startsWith("-XX:ErrorFile="))) {
+                command.add("-XX:ErrorFile=" + errorFile());
+            }
             command.addAll(jvmOptions);
             properties.forEach((k, v) -> command.add("-D" + k + "=" + v));
             if (classPath != null) {
@@ -463,9 +512,17 @@ public final class JavaProcess implements AutoCloseable {
 
         /** Starts the JVM with {@code args}; with {@link #readyWhen}, returns once it is ready. */
         public JavaProcess start(String... args) throws IOException, InterruptedException {
-            Process process = host == null || host.isLocal()
-                    ? new ProcessBuilder(command(args)).redirectErrorStream(true).start()
-                    : host.start(command(args), Map.of(), System.getProperty("user.dir"));
+            // glibc's fatal messages (heap corruption before its abort) to stderr, which is merged into the output,
+            // rather than to the controlling terminal, which the lab's processes do not have
+            Map<String, String> env = Map.of("LIBC_FATAL_STDERR_", "1");
+            Process process;
+            if (host == null || host.isLocal()) {
+                ProcessBuilder pb = new ProcessBuilder(command(args)).redirectErrorStream(true);
+                pb.environment().putAll(env);
+                process = pb.start();
+            } else {
+                process = host.start(command(args), env, System.getProperty("user.dir"));
+            }
             JavaProcess child = new JavaProcess(this, process);
             if (readyText != null) {
                 child.awaitReady(readySeconds);
