@@ -16,7 +16,8 @@ import dev.artemisrdma.transport.wire.Handshake;
  * the asking thread offers, the owner applies): rdma_cm's ESTABLISHED and DISCONNECTED (the connection manager's
  * thread, or the device's event thread), the handshake deadline (the transport's timer), close and forceClose (any
  * thread), and the outcome of the connection's set-up (the connecting caller, or rdma_cm's thread for an accept):
- * connect returned with the peer's accept, or connect, accept or the accept reply failed. Each is one bit of the
+ * connect returned with the peer's accept, or connect, accept or the accept reply failed; and a writer's failure (a
+ * post refused on its thread, its outbox over the cap). Each is one bit of the
  * channel's {@link Mailbox}, and what it carries (the reason, the deadline, the peer's handshake) waits here beside
  * it; the loop runs them in {@link LoopSide#runCommands}, in the order documented there.
  *
@@ -46,6 +47,11 @@ final class ChannelCommands {
     static final int CONNECTED = 1 << 5;
     /** Connect or accept failed, or the accept reply was not acceptable ({@link SetupFailure}): the channel goes. */
     static final int SETUP_FAILED = 1 << 6;
+    /**
+     * A writer met a failure (a refused post, the outbox over its cap), recorded in the lifecycle
+     * ({@link ChannelLifecycle#writerFailed}): the channel fails with it.
+     */
+    static final int WRITER_FAILED = 1 << 7;
 
     private final LoopChannel channel;
     private final ChannelResources resources;
@@ -101,6 +107,15 @@ final class ChannelCommands {
         connected = c;
         post(CONNECTED);
         return c;
+    }
+
+    /**
+     * A writer's failure was recorded ({@link ChannelLifecycle#writerFailed} returned true): the loop fails the
+     * channel. Called after the writer released the channel's lock, since a loop that refuses the request leaves it
+     * to this thread, and a close must not run under a writer's lock.
+     */
+    void writerFailed() {
+        post(WRITER_FAILED);
     }
 
     void setupFailed(SetupFailure failure) {

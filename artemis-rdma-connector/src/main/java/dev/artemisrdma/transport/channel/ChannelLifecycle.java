@@ -93,6 +93,13 @@ final class ChannelLifecycle {
      * lock (one writer at a time), read without it: volatile.
      */
     private volatile int movesOffLoop;
+    /**
+     * A writer's failure that the loop has not applied yet (a post refused on the writer's thread, the outbox over its
+     * cap): set once, under the lock, by the first writer that failed, and never cleared. From then on the channel
+     * takes no write and posts nothing; the loop fails it with this cause ({@link #applyWriterFailure}) when it runs
+     * the writer's request ({@link ChannelCommands#WRITER_FAILED}). Read by writers without the lock: volatile.
+     */
+    private volatile FabricException writerFailure;
 
     ChannelLifecycle(String id, InetSocketAddress remote, TransportConfig config, SendSide send, ReceiveSide receive,
                      SharedReceiveMembership shared, ChannelResources resources, Runnable release) {
@@ -117,7 +124,12 @@ final class ChannelLifecycle {
      */
     boolean acceptsWrites() {
         ChannelState s = state;
-        return s == ChannelState.CONNECTING || s == ChannelState.OPEN;
+        return (s == ChannelState.CONNECTING || s == ChannelState.OPEN) && writerFailure == null;
+    }
+
+    /** See {@link #writerFailure}; any thread, without the lock (a volatile read). */
+    FabricException writerFailure() {
+        return writerFailure;
     }
 
     /** The cause decided so far (see {@link Outcome}); any thread, without the lock (a volatile read). */
@@ -181,12 +193,12 @@ final class ChannelLifecycle {
         if (state == ChannelState.CONNECTING) {
             moveTo(ChannelState.OPEN, NONE);
             LOG.debug("channel {} established: -> {}", id, describe(remote));
-            flush(false);
+            postWhatMayGo();
             return;
         }
         moveTo(ChannelState.FLUSHING, deadline);
         LOG.debug("channel {} established, closing: -> {}", id, describe(remote));
-        flush(false);
+        postWhatMayGo();
         if (state == ChannelState.FLUSHING) {
             continueOrderlyClose();
         }
@@ -379,7 +391,7 @@ final class ChannelLifecycle {
     }
 
     FabricException closedException() {
-        FabricException c = outcome.cause;
+        FabricException c = outcome.cause != null ? outcome.cause : writerFailure;
         return new FabricException("channel " + id + " to " + describe(remote) + " is closed"
                 + (c == null ? "" : ": " + c.getMessage()), c);
     }
@@ -388,19 +400,60 @@ final class ChannelLifecycle {
 
     /**
      * Sends what may go. Before the connection is established frames wait in the outbox; a failed post fails the
-     * channel. {@code writer}: a flush the application asked for (write, flush), which may wait behind a SEND in
-     * flight.
+     * channel ({@link #writerFailed}: on a writer's thread the loop does it). {@code writer}: a flush the application
+     * asked for (write, flush), which may wait behind a SEND in flight. Returns true when a writer's failure waits
+     * for the loop: the caller tells it once it has released the lock ({@link ChannelCommands#writerFailed}).
      */
-    void flush(boolean writer) {
+    boolean flush(boolean writer) {
         // the goodbye is the last SEND: the close waits for the ring to drain, and only the goodbye's completion
         // retires it; a credit frame after it (credit owed for what the peer sent meanwhile) would be unsignaled,
         // nothing would retire it, and the close would sit out closeTimeout. The peer needs no credit from us now.
-        if (!state.sends()) {
-            return;
+        // Nothing goes after a writer's failure either: the channel fails as soon as its loop looks.
+        if (!state.sends() || writerFailure != null) {
+            return false;
         }
         FabricException failed = send.flush(writer);
+        return failed != null && writerFailed(failed);
+    }
+
+    /**
+     * A failure met by a writer (a refused post, the outbox over its cap), under the lock. On the loop thread, or
+     * where no loop owns the channel yet, the channel fails at once. On any other thread it is only recorded: the
+     * channel takes no more writes and posts nothing, and the writer, once it has released the lock, asks the loop to
+     * fail it ({@link ChannelCommands#writerFailed}); so only the loop moves the state (issue 39), and the close and
+     * the handler's notice never run under a writer's lock. Returns true when the caller must ask.
+     */
+    boolean writerFailed(FabricException why) {
+        if (resources.loop() == null || resources.onLoopThread()) {
+            fail(why);
+            return false;
+        }
+        if (writerFailure != null || state.tearingDown()) {
+            return false; // the first failure is the cause; a channel already going needs no second one
+        }
+        writerFailure = why;
+        return true;
+    }
+
+    /**
+     * The channel's own progress (established, a close's goodbye, the loop's tick): posts what may go; a failed post
+     * fails the channel on this thread, which is the loop's, or the asking thread's where no loop runs the channel.
+     */
+    private void postWhatMayGo() {
+        if (!state.sends() || writerFailure != null) {
+            return;
+        }
+        FabricException failed = send.flush(false);
         if (failed != null) {
             fail(failed);
+        }
+    }
+
+    /** Loop thread, under the lock: the writer's failure ({@link #writerFailure}) fails the channel. */
+    void applyWriterFailure() {
+        FabricException why = writerFailure;
+        if (why != null) {
+            fail(why);
         }
     }
 
@@ -473,7 +526,7 @@ final class ChannelLifecycle {
     /** As {@link #progress(long)}; an open channel only flushes, without reading the clock (once per batch). */
     void progress() {
         if (state == ChannelState.OPEN) {
-            flush(false);
+            postWhatMayGo();
             if (state == ChannelState.OPEN) {
                 return;
             }
@@ -488,7 +541,7 @@ final class ChannelLifecycle {
      */
     private void progress(long now) {
         if (state.sends()) {
-            flush(false);
+            postWhatMayGo();
         }
         if (state.closing()) {
             progressOrderlyClose(now);
@@ -504,7 +557,7 @@ final class ChannelLifecycle {
     /** FLUSHING, just entered: what was written goes, then the goodbye if it may. */
     private void continueOrderlyClose() {
         send.markFlushed(); // what was written goes before the goodbye, flushed or not
-        flush(false);
+        postWhatMayGo();
         if (state == ChannelState.FLUSHING) {
             progressOrderlyClose(System.nanoTime());
         }

@@ -330,7 +330,8 @@ final class LoopSide extends ChannelPart implements LoopChannel {
      * Carries out what other threads asked ({@link ChannelCommands}): the establishment first (rdma_cm's ESTABLISHED,
      * then connect's return, CONNECTED), with the handshake deadline after it (whichever of the two reached the
      * channel, an open channel outlives its deadline), then a failed set-up (SETUP_FAILED), then rdma_cm's
-     * DISCONNECTED (it reports ESTABLISHED before it), then the local requests, close before forceClose. On the loop
+     * DISCONNECTED (it reports ESTABLISHED before it; the peer's disconnect is the better cause), then a writer's
+     * failure, then the local requests, close before forceClose. On the loop
      * thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline runs.
      */
     @Override
@@ -351,6 +352,9 @@ final class LoopSide extends ChannelPart implements LoopChannel {
         try {
             if ((requests & ChannelCommands.DISCONNECTED) != 0) {
                 life.peerDisconnected(commands.disconnectReason());
+            }
+            if ((requests & ChannelCommands.WRITER_FAILED) != 0) {
+                life.applyWriterFailure();
             }
             if ((requests & ChannelCommands.CLOSE) != 0) {
                 life.requestClose();

@@ -19,8 +19,10 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
  * takes writes. A frame goes from the writer's call to a post (or to the loop's hand-off) here and nowhere else.
  *
  * <p>Owner: the writers (Artemis's executors, application threads, a handler on the loop thread), under the channel's
- * lock for every change (the outbox, the send ring, credits returned, writability, posts; and on a failure, the
- * lifecycle). It keeps no state of its own: the flush it leaves to the loop is the channel's one
+ * lock for every change (the outbox, the send ring, credits returned, writability, posts). A writer's failure (a
+ * refused post, the outbox over its cap) does not move the channel: it is recorded, which stops further writes and
+ * posts, and the loop fails the channel when it runs the writer's request, asked after the lock is released
+ * ({@link ChannelLifecycle#writerFailed}). It keeps no state of its own: the flush it leaves to the loop is the channel's one
  * {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen} and
  * {@link #isWritable} read volatiles, without the lock.
  */
@@ -94,6 +96,7 @@ final class WritePath extends ChannelPart {
     /** Queues {@code frame}, the channel's from now on (released by it on every outcome), and flushes if asked. */
     private void writeOwned(PooledBuffer frame, int length, boolean flush) throws FabricException {
         frame.startFrame(length);
+        boolean failed = false; // a failure of this writer's, for the loop to apply once the lock is released
         lock.lock();
         try {
             if (!acceptsWrites()) {
@@ -108,18 +111,21 @@ final class WritePath extends ChannelPart {
             FabricException overCap = send.overQueueCap(length);
             if (overCap != null) {
                 frame.releaseFromChannel();
-                life.fail(overCap); // this connection holds the memory: it fails, not the next one to ask for some
+                failed = life.writerFailed(overCap); // this connection holds the memory: it fails, not the next one
                 throw overCap;
             }
             send.enqueue(frame);
             if (flush) {
-                writerFlushLocked();
+                failed = writerFlushLocked();
             }
             if (send.updateWritability()) {
                 resources.wakeLoop(); // its tick watches unwritableTimeout from now, even if it was idle
             }
         } finally {
             lock.unlock();
+            if (failed) {
+                commands.writerFailed();
+            }
         }
     }
 
@@ -142,15 +148,19 @@ final class WritePath extends ChannelPart {
     }
 
     void flush() throws FabricException {
+        boolean failed = false;
         lock.lock();
         try {
-            if (life.state().tearingDown()) {
+            if (life.state().tearingDown() || life.writerFailure() != null) {
                 throw life.closedException();
             }
-            writerFlushLocked();
+            failed = writerFlushLocked();
             send.updateWritability();
         } finally {
             lock.unlock();
+            if (failed) {
+                commands.writerFailed();
+            }
         }
     }
 
@@ -158,20 +168,21 @@ final class WritePath extends ChannelPart {
      * A writer's flush: everything it queued may go; posted here, unless the completion loop is handling a batch right
      * now and this is another thread; then the loop posts it after the batch, with whatever else queued on this
      * channel meanwhile, as one list ({@link CompletionLoop#handling}; {@link LoopSide#flushLeftToLoop()}). A loop that
-     * is blocked or spinning never delays a write: the writer posts.
+     * is blocked or spinning never delays a write: the writer posts. Returns true when the post failed on this
+     * thread: the caller asks the loop to fail the channel once it has released the lock.
      */
-    private void writerFlushLocked() {
+    private boolean writerFlushLocked() {
         send.markFlushed();
         CompletionLoop l = resources.loop();
         if (life.state() == ChannelState.OPEN && l != null && l.handling() && !l.isLoopThread()) {
             if (l.takeFlush(loop.flushRequest())) {
                 send.flushesToLoop++; // the loop takes this lock before it posts: after this writer
-                return;
+                return false;
             }
             // the loop ended its batch meanwhile and may not look at the request before its next one: post here
             // (when it does look, it finds nothing left)
         }
-        life.flush(true);
+        return life.flush(true);
     }
 
     boolean isWritable() {
@@ -179,6 +190,7 @@ final class WritePath extends ChannelPart {
     }
 
     void setAutoRead(boolean autoRead) {
+        boolean failed = false;
         lock.lock();
         try {
             CreditWindow credits = send.credits();
@@ -188,10 +200,13 @@ final class WritePath extends ChannelPart {
             credits.setReturning(autoRead);
             LOG.debug("channel {}: autoRead {}", id, autoRead);
             if (autoRead) {
-                life.flush(false); // owed credit goes back now, in a credit frame if no data carries it
+                failed = life.flush(false); // owed credit goes back now, in a credit frame if no data carries it
             }
         } finally {
             lock.unlock();
+            if (failed) {
+                commands.writerFailed();
+            }
         }
     }
 

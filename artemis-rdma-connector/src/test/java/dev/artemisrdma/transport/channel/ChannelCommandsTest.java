@@ -124,6 +124,45 @@ class ChannelCommandsTest {
     }
 
     /**
+     * A writer's failure (its outbox over maxQueuedBytesPerConnection toward a peer that takes nothing) is recorded on
+     * the writer's thread and applied by the channel's loop: the writer gets the cause, every later write is refused
+     * with it at once (also while the loop has not yet run the request), the handler hears it once, on the loop, and
+     * no state moved off the loop.
+     */
+    @Test
+    void aWritersFailureIsAppliedByTheLoopAndRefusesLaterWritesAtOnce() throws Exception {
+        TransportConfig config = TransportConfig.builder().sharedReceiveQueue(false).rnrRetryCount(0)
+                .busyPollMicros(0).receiveSlots(8).slotSize(1024).maxFrameSize(16 << 10).writeHighWaterMark(16 << 10)
+                .maxQueuedBytesPerConnection(64 << 10).connectTimeout(Duration.ofSeconds(5)).build();
+        Closes clientSide = new Closes();
+        try (Connection c = new Connection(new FakeFabric(), config, config, new Peers.Recorder(), clientSide)) {
+            RdmaChannelImpl client = (RdmaChannelImpl) c.client;
+            c.serverChannel.setAutoRead(false); // the peer returns no credit: the client's frames stay queued
+            FabricException refused = null;
+            for (int i = 0; i < 1000 && refused == null; i++) {
+                try {
+                    c.client.write(ByteBuffer.wrap(Peers.payload(1, i, 1000)), true);
+                } catch (FabricException e) {
+                    refused = e;
+                }
+            }
+            assertNotNull(refused, "the outbox was never over its cap");
+            assertTrue(refused.getMessage().contains("maxQueuedBytesPerConnection"), refused.getMessage());
+            assertFalse(client.isOpen(), "a write after the writer's failure would be taken");
+            FabricException later = assertThrows(FabricException.class,
+                    () -> c.client.write(ByteBuffer.wrap(new byte[] {1}), true));
+            assertTrue(later.getMessage().contains("maxQueuedBytesPerConnection"), later.getMessage());
+            FabricException cause = clientSide.closed.get(5, TimeUnit.SECONDS);
+            assertTrue(cause != null && cause.getMessage().contains("maxQueuedBytesPerConnection"), "closed with "
+                    + cause);
+            Peers.await("the client's channel closed", 5000, client::isClosed);
+            assertEquals(1, clientSide.calls.get());
+            assertTrue(clientSide.threads.get(0).contains("-cq"), "the handler heard it on " + clientSide.threads);
+            assertEquals(0, client.movesOffLoop(), "the writer moved the channel: " + client.path());
+        }
+    }
+
+    /**
      * The loop is busy (its handler holds a frame): a forceClose from another thread waits for it. Writes are refused
      * at once, but the state stays where it was until the loop runs the request, and then it moves there.
      */

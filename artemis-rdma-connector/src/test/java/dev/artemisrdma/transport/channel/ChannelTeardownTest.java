@@ -64,6 +64,8 @@ class ChannelTeardownTest {
             FabricException cause = c.clientSide.closed.get(3, TimeUnit.SECONDS);
             assertTrue(cause.getMessage().contains("failed after 2"), cause.getMessage());
             assertFalse(((RdmaChannelImpl) c.client).drainTimedOut(), "teardown waited for sends never posted");
+            // the post failed on this (the writer's) thread; the channel's loop failed the channel (issue 39)
+            assertEquals(0, ((RdmaChannelImpl) c.client).movesOffLoop(), "the writer moved the channel");
         }
     }
 
