@@ -17,9 +17,9 @@ import dev.artemisrdma.transport.wire.Handshake;
  * thread, or the device's event thread), the handshake deadline (the transport's timer), close and forceClose (any
  * thread), and the outcome of the connection's set-up (the connecting caller, or rdma_cm's thread for an accept):
  * connect returned with the peer's accept, or connect, accept or the accept reply failed; and a writer's failure (a
- * post refused on its thread, its outbox over the cap). Each is one bit of the
- * channel's {@link Mailbox}, and what it carries (the reason, the deadline, the peer's handshake) waits here beside
- * it; the loop runs them in {@link LoopSide#runCommands}, in the order documented there.
+ * post refused on its thread, its outbox over the cap). Each is one bit of the channel's {@link Mailbox}, and what it
+ * carries (the reason, the deadline, the peer's handshake) waits here beside it; the loop runs them in
+ * {@link LoopSide#runCommands}, in the order documented there.
  *
  * <p>Where they run. On the loop thread: at its next tick (the post wakes it), or ahead of the channel's next batch
  * of completions ({@link #runPending}). Called on the loop thread itself (a handler that closes its channel), a

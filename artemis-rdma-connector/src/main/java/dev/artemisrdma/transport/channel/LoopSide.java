@@ -331,8 +331,8 @@ final class LoopSide extends ChannelPart implements LoopChannel {
      * then connect's return, CONNECTED), with the handshake deadline after it (whichever of the two reached the
      * channel, an open channel outlives its deadline), then a failed set-up (SETUP_FAILED), then rdma_cm's
      * DISCONNECTED (it reports ESTABLISHED before it; the peer's disconnect is the better cause), then a writer's
-     * failure, then the local requests, close before forceClose. On the loop
-     * thread; on the asking thread only where no loop polls for the channel. Returns whether a deadline runs.
+     * failure, then the local requests, close before forceClose. On the loop thread; on the asking thread only where
+     * no loop polls for the channel. Returns whether a deadline runs.
      */
     @Override
     public boolean runCommands(int requests) {

@@ -22,9 +22,9 @@ import dev.artemisrdma.transport.loop.CompletionLoop;
  * lock for every change (the outbox, the send ring, credits returned, writability, posts). A writer's failure (a
  * refused post, the outbox over its cap) does not move the channel: it is recorded, which stops further writes and
  * posts, and the loop fails the channel when it runs the writer's request, asked after the lock is released
- * ({@link ChannelLifecycle#writerFailed}). It keeps no state of its own: the flush it leaves to the loop is the channel's one
- * {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen} and
- * {@link #isWritable} read volatiles, without the lock.
+ * ({@link ChannelLifecycle#writerFailed}). It keeps no state of its own: the flush it leaves to the loop is the
+ * channel's one {@link dev.artemisrdma.transport.loop.FlushRequest}, which {@link LoopSide} holds. {@link #isOpen}
+ * and {@link #isWritable} read volatiles, without the lock.
  */
 final class WritePath extends ChannelPart {
 
