@@ -405,15 +405,20 @@ final class ChannelLifecycle {
      * for the loop: the caller tells it once it has released the lock ({@link ChannelCommands#writerFailed}).
      */
     boolean flush(boolean writer) {
+        FabricException failed = postOutbox(writer);
+        return failed != null && writerFailed(failed);
+    }
+
+    /** Posts what may go, if anything may: why the post failed, or null. */
+    private FabricException postOutbox(boolean writer) {
         // the goodbye is the last SEND: the close waits for the ring to drain, and only the goodbye's completion
         // retires it; a credit frame after it (credit owed for what the peer sent meanwhile) would be unsignaled,
         // nothing would retire it, and the close would sit out closeTimeout. The peer needs no credit from us now.
         // Nothing goes after a writer's failure either: the channel fails as soon as its loop looks.
         if (!state.sends() || writerFailure != null) {
-            return false;
+            return null;
         }
-        FabricException failed = send.flush(writer);
-        return failed != null && writerFailed(failed);
+        return send.flush(writer);
     }
 
     /**
@@ -440,10 +445,7 @@ final class ChannelLifecycle {
      * fails the channel on this thread, which is the loop's, or the asking thread's where no loop runs the channel.
      */
     private void postWhatMayGo() {
-        if (!state.sends() || writerFailure != null) {
-            return;
-        }
-        FabricException failed = send.flush(false);
+        FabricException failed = postOutbox(false);
         if (failed != null) {
             fail(failed);
         }
