@@ -4,6 +4,7 @@ import dev.artemisrdma.transport.fabric.FabricException;
 import dev.artemisrdma.transport.flow.SharedReceivePool;
 import dev.artemisrdma.transport.stats.ChannelCounters;
 import dev.artemisrdma.transport.stats.ChannelMeasures;
+import dev.artemisrdma.transport.stats.PublishedCounters;
 import dev.artemisrdma.transport.stats.TransportStats;
 
 /**
@@ -28,10 +29,13 @@ final class PublishedMeasures extends ChannelPart implements ChannelMeasures {
 
     @Override
     public TransportStats stats() {
-        return new TransportStats(send.framesSent, send.bytesSent, receive.framesReceived, receive.bytesReceived,
-                send.creditFramesSent, receive.creditFramesReceived, send.creditStalls, send.sendQueueStalls,
-                send.sendsPosted, send.signaledSends, send.inlineSends, send.postCalls, send.framesPacked,
-                send.packedSends, send.flushesToLoop, send.immediateSends);
+        PublishedCounters c = send.counts;
+        return new TransportStats(c.get(SendSide.FRAMES_SENT), c.get(SendSide.BYTES_SENT), receive.framesReceived(),
+                receive.bytesReceived(), c.get(SendSide.CREDIT_FRAMES_SENT), receive.creditFramesReceived(),
+                c.get(SendSide.CREDIT_STALLS), c.get(SendSide.SEND_QUEUE_STALLS), c.get(SendSide.SENDS_POSTED),
+                c.get(SendSide.SIGNALED_SENDS), c.get(SendSide.INLINE_SENDS), c.get(SendSide.POST_CALLS),
+                c.get(SendSide.FRAMES_PACKED), c.get(SendSide.PACKED_SENDS), c.get(SendSide.FLUSHES_TO_LOOP),
+                c.get(SendSide.IMMEDIATE_SENDS));
     }
 
     /** Counted by the completion loop ({@link LoopSide}). */

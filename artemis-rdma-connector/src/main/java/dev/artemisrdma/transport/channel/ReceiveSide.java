@@ -15,6 +15,7 @@ import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.CreditWindow;
 import dev.artemisrdma.transport.flow.Reassembler;
 import dev.artemisrdma.transport.flow.ReassemblyBudget;
+import dev.artemisrdma.transport.stats.PublishedCounters;
 import dev.artemisrdma.transport.wire.FrameHeader;
 import dev.artemisrdma.transport.wire.ImmediateHeader;
 import dev.artemisrdma.transport.wire.PackedFrames;
@@ -26,8 +27,8 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  *
  * <p>Threads: owned by the channel's completion loop thread; nothing here is locked. The channel applies a batch
  * under its lock at the end of the batch, on the same thread, and releases the slots' memory only on this thread
- * too, so a completion is never processed against memory that is gone. Fields other threads read (the counters,
- * {@link #remoteClosing()}) are volatile.
+ * too, so a completion is never processed against memory that is gone. Fields other threads read: the counters
+ * (published with release stores, {@link PublishedCounters}) and {@link #remoteClosing()} (volatile).
  */
 final class ReceiveSide {
 
@@ -74,9 +75,11 @@ final class ReceiveSide {
     private FabricException batchProtocolError;
     private volatile boolean remoteClosing;
 
-    volatile long framesReceived;
-    volatile long bytesReceived;
-    volatile long creditFramesReceived;
+    // counted by the loop thread, read by monitoring: published, not fenced, per count (PublishedCounters)
+    private static final int FRAMES_RECEIVED = 0;
+    private static final int BYTES_RECEIVED = 1;
+    private static final int CREDIT_FRAMES_RECEIVED = 2;
+    private final PublishedCounters counts = new PublishedCounters(3);
 
     ReceiveSide(TransportConfig config, String id, InetSocketAddress remote, int slots, ReassemblyBudget budget,
                 FrameSink sink) {
@@ -163,7 +166,7 @@ final class ReceiveSide {
                 remoteClosing = true;
             }
             if ((flags & FrameHeader.CREDIT) != 0) {
-                creditFramesReceived++;
+                counts.increment(CREDIT_FRAMES_RECEIVED);
                 if ((flags & (FrameHeader.RECALL | FrameHeader.RELEASE)) != 0) {
                     recallOrRelease(flags, FrameHeader.lengthOrOffset(slotView, base));
                 }
@@ -267,14 +270,26 @@ final class ReceiveSide {
     }
 
     private void deliver(ByteBuffer frame) {
-        framesReceived++;
-        bytesReceived += frame.remaining();
+        counts.increment(FRAMES_RECEIVED);
+        counts.add(BYTES_RECEIVED, frame.remaining());
         batchDelivered = true;
         try {
             sink.onFrame(frame);
         } finally {
             reassembler.delivered();
         }
+    }
+
+    long framesReceived() {
+        return counts.get(FRAMES_RECEIVED);
+    }
+
+    long bytesReceived() {
+        return counts.get(BYTES_RECEIVED);
+    }
+
+    long creditFramesReceived() {
+        return counts.get(CREDIT_FRAMES_RECEIVED);
     }
 
     void onSend(int slot, int status) {

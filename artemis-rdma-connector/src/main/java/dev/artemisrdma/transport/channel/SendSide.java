@@ -17,6 +17,7 @@ import dev.artemisrdma.transport.fabric.SendList;
 import dev.artemisrdma.transport.flow.BufferPool;
 import dev.artemisrdma.transport.flow.CreditWindow;
 import dev.artemisrdma.transport.flow.PooledBuffer;
+import dev.artemisrdma.transport.stats.PublishedCounters;
 import dev.artemisrdma.transport.wire.FrameHeader;
 import dev.artemisrdma.transport.wire.Handshake;
 import dev.artemisrdma.transport.wire.ImmediateHeader;
@@ -47,10 +48,15 @@ final class SendSide {
     private final List<PooledBuffer> heldUntilTeardown = new ArrayList<>();
 
     private QueuePair qp;
-    private RegisteredMemory memory;
     private BufferPool pool;
     private ByteBuffer headerView;
     private int headerBase;
+    /**
+     * Where the headers' memory starts, and its key: read once at attach, so that a SEND's entry costs no chain of
+     * loads through the registration's wrappers (the accounting device's, the fabric's) on every post.
+     */
+    private long headerMemoryAddress;
+    private int headerMemoryLkey;
     private long wrIdBase;
     private SendRing ring;
     private SendList sendList;
@@ -90,24 +96,26 @@ final class SendSide {
     private boolean creditStalled;
     private boolean queueStalled;
 
-    // counters, volatile so snapshots from other threads see them
-    volatile long framesSent;
-    volatile long bytesSent;
-    volatile long creditFramesSent;
-    volatile long creditStalls;
-    volatile long sendQueueStalls;
-    volatile long sendsPosted;
-    volatile long signaledSends;
-    volatile long inlineSends;
-    volatile long postCalls;
-    volatile long framesPacked;
-    volatile long packedSends;
+    // the counters of TransportStats (and two of our own), by number in `counts`; written under the channel's lock
+    static final int FRAMES_SENT = 0;
+    static final int BYTES_SENT = 1;
+    static final int CREDIT_FRAMES_SENT = 2;
+    static final int CREDIT_STALLS = 3;
+    static final int SEND_QUEUE_STALLS = 4;
+    static final int SENDS_POSTED = 5;
+    static final int SIGNALED_SENDS = 6;
+    static final int INLINE_SENDS = 7;
+    static final int POST_CALLS = 8;
+    static final int FRAMES_PACKED = 9;
+    static final int PACKED_SENDS = 10;
     /** Writer flushes held behind a signaled SEND in flight (see {@link #flush(boolean)}). */
-    volatile long heldFlushes;
+    static final int HELD_FLUSHES = 11;
     /** Writer flushes left to the completion loop, which was handling a batch (WritePath#writerFlushLocked). */
-    volatile long flushesToLoop;
+    static final int FLUSHES_TO_LOOP = 12;
     /** Fragments sent with their header in immediate data (a whole slot of payload each). */
-    volatile long immediateSends;
+    static final int IMMEDIATE_SENDS = 13;
+    /** Read by monitoring without the lock: published, not fenced, per count ({@link PublishedCounters}). */
+    final PublishedCounters counts = new PublishedCounters(14);
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -127,7 +135,8 @@ final class SendSide {
     void attach(QueuePair queuePair, QueuePairCaps caps, RegisteredMemory memory, int headerBase, int channelIndex,
                 BufferPool pool) {
         this.qp = queuePair;
-        this.memory = memory;
+        this.headerMemoryAddress = memory.address();
+        this.headerMemoryLkey = memory.lkey();
         this.pool = pool;
         this.headerView = memory.buffer().duplicate();
         this.headerBase = headerBase;
@@ -223,7 +232,7 @@ final class SendSide {
             stallMark = -1;
             return 0;
         }
-        long progress = sendsPosted - creditFramesSent;
+        long progress = counts.get(SENDS_POSTED) - counts.get(CREDIT_FRAMES_SENT);
         if (progress != stallMark) {
             stallMark = progress;
             stallSince = now;
@@ -254,7 +263,7 @@ final class SendSide {
     FabricException flush(boolean writer) {
         boolean streaming = writer && outbox.flushable() > 1;
         if (streaming && ring.signaledOutstanding() > 0) {
-            heldFlushes++;
+            counts.increment(HELD_FLUSHES);
             return null;
         }
         return postOutbox(streaming);
@@ -273,14 +282,14 @@ final class SendSide {
             if (ring.free() == 0) {
                 if (!queueStalled) {
                     queueStalled = true;
-                    sendQueueStalls++;
+                    counts.increment(SEND_QUEUE_STALLS);
                 }
                 break;
             }
             if (!credits.maySendData()) {
                 if (!creditStalled) {
                     creditStalled = true;
-                    creditStalls++;
+                    counts.increment(CREDIT_STALLS);
                 }
                 break;
             }
@@ -298,7 +307,7 @@ final class SendSide {
         }
         if (signalLast && !sendList.isEmpty() && ring.signalLast()) {
             sendList.signalLast();
-            signaledSends++;
+            counts.increment(SIGNALED_SENDS);
         }
         return post();
     }
@@ -372,8 +381,8 @@ final class SendSide {
         outbox.posted(n);
         if (last) {
             outbox.remove();
-            framesSent++;
-            bytesSent += frame.frameLength();
+            counts.increment(FRAMES_SENT);
+            counts.add(BYTES_SENT, frame.frameLength());
         }
     }
 
@@ -432,14 +441,14 @@ final class SendSide {
             PooledBuffer f = outbox.remove();
             at = PackedFrames.put(pack.buffer(), at, f.buffer(), f.frameLength());
             outbox.posted(f.frameLength());
-            framesSent++;
-            bytesSent += f.frameLength();
+            counts.increment(FRAMES_SENT);
+            counts.add(BYTES_SENT, f.frameLength());
             f.releaseFromChannel(); // copied: no work request will ever point into it
         }
         pack.startFrame(bytes);
         addDataSend(pack, 0, bytes, true, FrameHeader.PACKED, count, !outbox.isEmpty(), false);
-        framesPacked += count;
-        packedSends++;
+        counts.add(FRAMES_PACKED, count);
+        counts.increment(PACKED_SENDS);
         return true;
     }
 
@@ -482,18 +491,19 @@ final class SendSide {
                     : immediateFirst ? ImmediateHeader.first(lengthOrOffset)
                     : ImmediateHeader.continuation(last, hints, give));
             sendList.addSge(buffer.address() + offset, n, buffer.lkey());
-            immediateSends++;
-        } else if (offset == 0 && !inline) {
-            // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both (an
-            // inline SEND is copied whole at the post anyway). Later fragments keep theirs in the ring: the bytes
-            // before them belong to the fragment before, which may still be in flight.
+            counts.increment(IMMEDIATE_SENDS);
+        } else if (offset == 0) {
+            // from the buffer's first byte: the header goes into the buffer's headroom, one entry for both, inline or
+            // not (an inline SEND's entries are copied one by one at the post: one entry is the provider's shortest
+            // loop, as ib_send_lat's single entry). Later fragments keep theirs in the ring: the bytes before them
+            // belong to the fragment before, which may still be in flight.
             ByteBuffer room = buffer.headroom();
             FrameHeader.write(room, room.capacity() - FrameHeader.LENGTH, flags, hints, give, lengthOrOffset);
             sendList.addSge(buffer.address() - FrameHeader.LENGTH, FrameHeader.LENGTH + n, buffer.lkey());
         } else {
             int header = headerBase + slot * TransportConfig.SEND_HEADER_STRIDE;
             FrameHeader.write(headerView, header, flags, hints, give, lengthOrOffset);
-            sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+            sendList.addSge(headerMemoryAddress + header, FrameHeader.LENGTH, headerMemoryLkey);
             if (n > 0) {
                 sendList.addSge(buffer.address() + offset, n, buffer.lkey());
             }
@@ -516,18 +526,18 @@ final class SendSide {
         FrameHeader.write(headerView, header, FrameHeader.CREDIT | extraFlags, give, count);
         boolean inline = FrameHeader.LENGTH <= inlineLimit;
         sendList.addSend(wrIdBase | slot, (signal ? SendList.FLAG_SIGNALED : 0) | (inline ? SendList.FLAG_INLINE : 0));
-        sendList.addSge(memory.address() + header, FrameHeader.LENGTH, memory.lkey());
+        sendList.addSge(headerMemoryAddress + header, FrameHeader.LENGTH, headerMemoryLkey);
         countSend(signal, inline);
-        creditFramesSent++;
+        counts.increment(CREDIT_FRAMES_SENT);
     }
 
     private void countSend(boolean signal, boolean inline) {
-        sendsPosted++;
+        counts.increment(SENDS_POSTED);
         if (signal) {
-            signaledSends++;
+            counts.increment(SIGNALED_SENDS);
         }
         if (inline) {
-            inlineSends++;
+            counts.increment(INLINE_SENDS);
         }
     }
 
@@ -537,7 +547,7 @@ final class SendSide {
         }
         try {
             qp.postSend(sendList);
-            postCalls++;
+            counts.increment(POST_CALLS);
             return null;
         } catch (FabricException e) {
             // ibv_post_send stops at the first bad request: those before it were posted and will complete, the
@@ -564,7 +574,7 @@ final class SendSide {
                 heldUntilTeardown.add(b); // its earlier fragments may have been posted and still point into it
             }
         }
-        sendsPosted -= unposted;
+        counts.add(SENDS_POSTED, -unposted);
     }
 
     /** A send completion (any status) for {@code slot}: it and every request before it are done. */

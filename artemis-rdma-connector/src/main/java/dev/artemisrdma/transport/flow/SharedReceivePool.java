@@ -132,6 +132,9 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private final String name;
     private final SharedReceiveQueue srq;
     private final RegisteredMemory memory;
+    /** The memory's start and key, read once: each repost adds an entry without loads through its wrappers. */
+    private final long memoryAddress;
+    private final int memoryLkey;
     private final ByteBuffer view;
     private final int slots;
     private final int slotSize;
@@ -182,6 +185,8 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         this.name = name;
         this.srq = srq;
         this.memory = memory;
+        this.memoryAddress = memory.address();
+        this.memoryLkey = memory.lkey();
         this.view = memory.buffer().duplicate();
         this.slots = slots;
         this.slotSize = slotSize;
@@ -232,7 +237,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     }
 
     private void add(RecvList list, int slot) {
-        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memory.address() + (long) slot * slotSize, slotSize, memory.lkey());
+        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memoryAddress + (long) slot * slotSize, slotSize, memoryLkey);
     }
 
     public SharedReceiveQueue queue() {

@@ -1,5 +1,7 @@
 package dev.artemisrdma.transport.loop;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayDeque;
@@ -20,6 +22,7 @@ import dev.artemisrdma.transport.fabric.LogLimiter;
 import dev.artemisrdma.transport.fabric.WcStatus;
 import dev.artemisrdma.transport.flow.SharedReceivePool;
 import dev.artemisrdma.transport.stats.LoopStats;
+import dev.artemisrdma.transport.stats.PublishedCounters;
 import dev.artemisrdma.transport.wire.WorkRequestIds;
 
 /**
@@ -102,13 +105,14 @@ public final class CompletionLoop implements Runnable {
     private final SpinBudget spinBudget;
     /** Nanoseconds one empty native poll takes, learned from spins that found nothing. */
     private double nanosPerPoll = 100;
-    // statistics: written by the loop thread only, read by monitoring
-    private volatile long spins;
-    private volatile long spinHits;
-    private volatile long spinNanos;
-    private volatile long blocks;
-    private volatile long wakeUps;
-    private volatile long blockedNanos;
+    // statistics: written by the loop thread only, read by monitoring (published, not fenced, per count)
+    private static final int SPINS = 0;
+    private static final int SPIN_HITS = 1;
+    private static final int SPIN_NANOS = 2;
+    private static final int BLOCKS = 3;
+    private static final int WAKE_UPS = 4;
+    private static final int BLOCKED_NANOS = 5;
+    private final PublishedCounters statistics = new PublishedCounters(6);
     /** CPU time of the thread when it ended; -1 while it runs. */
     private volatile long finalCpuNanos = -1;
     /** True while the thread waits on the completion channel (tests look for an idle loop). */
@@ -123,9 +127,21 @@ public final class CompletionLoop implements Runnable {
      * True while the thread handles a batch of completions. A writer on another thread that flushes meanwhile leaves
      * the post to the loop ({@link #takeFlush}), which posts what queued on that channel in one list after the
      * batch: on rxe each post is a system call doing the packets' work, and a busy loop's one post for several
-     * writes costs less than each writer's own (Netty's event loop writes what queued the same way).
+     * writes costs less than each writer's own (Netty's event loop writes what queued the same way). Set with a
+     * release store ({@link #HANDLING}: no fence per batch), cleared with a volatile one: a writer that reads a stale
+     * false only posts for itself, under the channel's lock, as when the loop is idle; the clear must be ordered
+     * before the loop's last look at {@link #flushRequests} (see {@link #takeFlush}).
      */
     private volatile boolean handling;
+    private static final VarHandle HANDLING;
+
+    static {
+        try {
+            HANDLING = MethodHandles.lookup().findVarHandle(CompletionLoop.class, "handling", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     /**
      * Channels whose writers left their flush to the loop (see {@link #handling}): a stack of the channels' own
      * {@link FlushRequest}s, pushed with a compare-and-set and taken whole with one exchange, as the {@link #inbox};
@@ -569,7 +585,7 @@ public final class CompletionLoop implements Runnable {
      * with a yield between them; returns the completions found (0: the window passed, or the loop stops).
      */
     private int spin(Completions batch, long start, long window) throws FabricException {
-        spins++;
+        statistics.increment(SPINS);
         long now = start;
         int n = 0;
         while (running) {
@@ -579,7 +595,7 @@ public final class CompletionLoop implements Runnable {
             n = pollOnce(batch, steps);
             now = System.nanoTime();
             if (n > 0) {
-                spinHits++;
+                statistics.increment(SPIN_HITS);
                 break;
             }
             nanosPerPoll = Math.max(1, 0.75 * nanosPerPoll + 0.25 * (now - stepStart) / steps);
@@ -588,7 +604,7 @@ public final class CompletionLoop implements Runnable {
             }
             Thread.yield(); // a runnable thread on this core goes first; returns at once when there is none
         }
-        spinNanos += now - start;
+        statistics.add(SPIN_NANOS, now - start);
         spinBudget.charge(now - start);
         return n;
     }
@@ -602,7 +618,7 @@ public final class CompletionLoop implements Runnable {
 
     /** Waits on the armed completion channel; true when a completion woke it, false on the timeout or a wake(). */
     private boolean block() throws FabricException {
-        blocks++;
+        statistics.increment(BLOCKS);
         blocked = true;
         long start = System.nanoTime();
         boolean woken;
@@ -611,9 +627,9 @@ public final class CompletionLoop implements Runnable {
         } finally {
             blocked = false;
         }
-        blockedNanos += System.nanoTime() - start;
+        statistics.add(BLOCKED_NANOS, System.nanoTime() - start);
         if (woken) {
-            wakeUps++;
+            statistics.increment(WAKE_UPS);
         }
         return woken;
     }
@@ -631,7 +647,9 @@ public final class CompletionLoop implements Runnable {
                 cpu = Math.max(0, finalCpuNanos); // ended between the two reads
             }
         }
-        return new LoopStats(t == null ? 0 : 1, spins, spinHits, spinNanos, blocks, wakeUps, blockedNanos, cpu, 0);
+        return new LoopStats(t == null ? 0 : 1, statistics.get(SPINS), statistics.get(SPIN_HITS),
+                statistics.get(SPIN_NANOS), statistics.get(BLOCKS), statistics.get(WAKE_UPS),
+                statistics.get(BLOCKED_NANOS), cpu, 0);
     }
 
     /** Whether the loop thread is handling a batch now, so that it will look at {@link #takeFlush} requests. */
@@ -729,7 +747,7 @@ public final class CompletionLoop implements Runnable {
             lastDrainedPoll = poll;
             return 0;
         }
-        handling = true;
+        HANDLING.setRelease(this, true);
         try {
             handleBatch(batch, n);
             if (n < batch.capacity()) {
