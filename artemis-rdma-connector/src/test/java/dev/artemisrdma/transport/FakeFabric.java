@@ -271,6 +271,29 @@ public final class FakeFabric implements Fabric {
         return n;
     }
 
+    /** ibv_post_srq_recv calls so far, over the live shared receive queues. */
+    public long sharedReceivePostCalls() {
+        long calls = 0;
+        for (FakeSrq q : srqs) {
+            calls += q.postCalls.get();
+        }
+        return calls;
+    }
+
+    /** Receives posted now on the live shared receive queues. */
+    public int sharedReceivesPosted() {
+        lock.lock();
+        try {
+            int posted = 0;
+            for (FakeSrq q : srqs) {
+                posted += q.closed ? 0 : q.rq.size();
+            }
+            return posted;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** SRQ limit events raised (each arming fires at most once). */
     public int srqLimitEvents() {
         return srqLimitEvents.get();

@@ -24,6 +24,8 @@ final class FakeSrq implements SharedReceiveQueue {
     final RecvRing rq;
     final Set<FakeQp> users = ConcurrentHashMap.newKeySet();
     final AtomicBoolean posting = new AtomicBoolean();
+    /** ibv_post_srq_recv calls that posted (each one list). */
+    final java.util.concurrent.atomic.AtomicLong postCalls = new java.util.concurrent.atomic.AtomicLong();
     int limit;
     boolean closed;
     private final FailureNotice failure = new FailureNotice();
@@ -81,6 +83,7 @@ final class FakeSrq implements SharedReceiveQueue {
             for (int i = 0; i < list.size(); i++) {
                 rq.add(list, i);
             }
+            postCalls.incrementAndGet();
             fabric.wireWork.signalAll();
         } finally {
             fabric.lock.unlock();

@@ -87,6 +87,8 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     static final long LIMBO_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** Credits a connection asking for more gets at most in one batch (beyond what it consumed). */
     private static final int GROWTH_STEP = 8;
+    /** Consumed receives reposted in one post at most while the pool's spare lets them wait ({@link #hold}). */
+    static final int REPOST_BATCH = 16;
     /** Recalls of one pool are at least this far apart. */
     static final long RECALL_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     /** Recalls in a row that brought nothing back, after which a refused admission is told the loops are full. */
@@ -146,7 +148,12 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private final ArrayList<Allocation> members = new ArrayList<>();
     /** Allocations above their fair share at the last recall (evicted ones included); guarded by this. */
     private int overShare;
+    /** Consumed slots to repost: the loop thread's. */
     private final RecvList repost;
+    /** How many consumed slots may be held unposted at most: below {@link #REPOST_BATCH}, and an eighth of the pool. */
+    private final int holdLimit;
+    /** Consumed slots in {@link #repost}, held unposted ({@link #hold}); guarded by this. */
+    private int unpostedHeld;
     /** Released credits and when they may be reused; guarded by this. */
     private final ArrayDeque<long[]> limbo = new ArrayDeque<>();
     private int committed;
@@ -172,7 +179,6 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private int fruitlessRecalls;
     private boolean closed;
 
-    volatile long receivesConsumed;
     volatile long growthGrants;
     volatile long growthRefused;
     volatile int peakCommitted;
@@ -194,6 +200,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         this.maximum = Math.max(minimum, maximum);
         this.reserve = Math.min(slots, reserve);
         this.repost = new RecvList(slots);
+        this.holdLimit = Math.min(REPOST_BATCH - 1, slots / 8);
     }
 
     /**
@@ -273,25 +280,58 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         return slot >= 0 && slot < slots ? slot * slotSize : -1;
     }
 
-    /** A receive of the pool completed (whatever its status or connection): its slot is reposted this batch. */
+    /** A receive of the pool completed (whatever its status or connection): its slot is reposted, or held. */
     public void consumed(int slot) {
         if (slot >= 0 && slot < slots) {
             add(repost, slot);
         }
     }
 
-    /** Reposts the batch's consumed slots: before any of their credit is granted again (loop thread). */
+    /**
+     * Reposts the consumed slots at the end of a batch, before any of their credit is granted again (loop thread);
+     * or holds up to {@link #REPOST_BATCH} - 1 of them back for a later batch's post, while the pool's spare covers
+     * them ({@link #hold}): one post (and one lock of the queue) for up to 16 receives, as ib_send_lat's receive
+     * batches and UCX's, where a ping-pong reposted one receive per message.
+     */
     public void repostConsumed() throws FabricException {
-        if (repost.isEmpty()) {
+        int n = repost.size();
+        if (n == 0 || (n <= holdLimit && hold(n))) {
             return;
         }
-        int n = repost.size();
+        postRepost();
+    }
+
+    /** Posts the receives held back: the loop is about to block, idle (loop thread). */
+    public void repostHeld() throws FabricException {
+        if (!repost.isEmpty()) {
+            postRepost();
+        }
+    }
+
+    private void postRepost() throws FabricException {
         try {
             srq.postRecv(repost);
         } finally {
             repost.clear();
+            synchronized (this) {
+                unpostedHeld = 0;
+            }
         }
-        receivesConsumed += n;
+    }
+
+    /**
+     * Whether {@code n} consumed receives may stay unposted for now. No SEND may meet an empty queue: every credit
+     * granted is a posted receive, and credits outstanding never exceed {@link #committed}, so receives may be held
+     * only while {@code committed + unpostedHeld <= slots}. An admission or a growth counts the held ones as taken
+     * ({@link #admit}, {@link #regrant}); a hold is taken only with the reserve and one more connection's minimum
+     * still spare, so a newcomer is not refused for them but in a pool that is full anyway.
+     */
+    private synchronized boolean hold(int n) {
+        if (committed + n + minimum > slots - reserve) {
+            return false;
+        }
+        unpostedHeld = n;
+        return true;
     }
 
     /**
@@ -300,7 +340,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
      */
     public synchronized Allocation admit(boolean growable) {
         reclaimLimbo(System.nanoTime());
-        if (closed || committed + minimum > slots) {
+        if (closed || committed + minimum + unpostedHeld > slots) {
             admissionsRefused++;
             admissionStarved = true;
             wantRecall("an admission found no room");
@@ -312,7 +352,9 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         committed += minimum;
         connections++;
         members.add(a);
-        peakCommitted = Math.max(peakCommitted, committed);
+        if (committed > peakCommitted) {
+            peakCommitted = committed;
+        }
         return a;
     }
 
@@ -357,7 +399,9 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             // saying that frames wait (on every frame, if it likes) changes nothing
             target = Math.max(cap, after);
         } else if (wanted && a.growable && kept < cap) {
-            int room = slots - reserve - others; // growth never takes the receives kept for newcomers
+            // growth never takes the receives kept for newcomers, nor those held unposted (within the reserve,
+            // unless a pool is configured with a reserve smaller than what it holds)
+            int room = slots - Math.max(reserve, unpostedHeld) - others;
             int grown = Math.min(cap, Math.min(room, kept + Math.max(GROWTH_STEP, consumed)));
             if (grown > kept) {
                 target = grown;
@@ -374,9 +418,13 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         if (released > 0 && a.capped && target <= cap) {
             a.capped = false; // it answered a recall down to its share: trusted again
         }
-        a.credits = target;
+        if (a.credits != target) {
+            a.credits = target; // volatile: written only when it changes, which a steady window's batches do not
+        }
         committed = others + Math.max(target, minimum);
-        peakCommitted = Math.max(peakCommitted, committed);
+        if (committed > peakCommitted) {
+            peakCommitted = committed; // a volatile write only when it grows: regrant runs on the data path
+        }
         if (pressure && slots - reserve - committed >= GROWTH_STEP) {
             pressure = false;
         }

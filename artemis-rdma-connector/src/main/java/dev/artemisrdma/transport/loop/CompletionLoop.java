@@ -542,6 +542,10 @@ public final class CompletionLoop implements Runnable {
                     deadlineSeen = false;
                     awaitMillis = AWAIT_MILLIS;
                 }
+                SharedReceivePool shared = pool;
+                if (shared != null) {
+                    shared.repostHeld(); // going idle: the receives a busy loop held back are posted now
+                }
                 cq.requestNotification();
                 if (pollOnce(batch, 1) > 0) {
                     // arrived before the arming: handled now; the armed event wakes a later wait

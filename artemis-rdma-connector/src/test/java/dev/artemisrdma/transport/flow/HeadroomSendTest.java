@@ -17,7 +17,8 @@ import dev.artemisrdma.transport.stats.TransportStats;
  * in the buffer's headroom and leaves as one scatter-gather entry; fragments to a peer that reads immediate
  * fragments have no in-band header at all (one entry each). In-band later fragments, to an older peer, keep two
  * entries (the bytes before them belong to the fragment before, possibly still in flight). Frames arrive intact
- * either way. Inline SENDs are copied at the post and keep the ring's header.
+ * either way. Inline SENDs from their buffer's first byte are one entry too: the provider copies each entry at the
+ * post, and one is its shortest loop (as ib_send_lat's single entry).
  */
 class HeadroomSendTest {
 
@@ -43,6 +44,26 @@ class HeadroomSendTest {
             assertTrue(c.fabric.postedSends(1) >= sizes.length, "one-entry SENDs: " + c.fabric.postedSends(1));
             TransportStats s = c.client.stats();
             assertEquals(0, s.inlineSends() - s.creditFramesSent(), s.toString());
+        }
+    }
+
+    @Test
+    void anInlineFrameLeavesAsOneEntryWithItsHeader() throws Exception {
+        try (Connection c = new Connection(strict(), strict())) {
+            int[] sizes = {1, 64, 200, 248};
+            for (int i = 0; i < sizes.length; i++) {
+                int n = i;
+                c.client.write(ByteBuffer.wrap(Peers.payload(4, i, sizes[i])), true);
+                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n + 1);
+            }
+            for (int i = 0; i < sizes.length; i++) {
+                assertEquals(Peers.crc(Peers.payload(4, i, sizes[i])), c.serverSide.crcs.get(i), "frame " + i);
+                assertEquals(sizes[i], c.serverSide.sizes.get(i));
+            }
+            TransportStats s = c.client.stats();
+            // within maxInlineData (256) with the 8-byte header: every one went inline, as one entry
+            assertEquals(sizes.length, s.inlineSends() - s.creditFramesSent(), s.toString());
+            assertEquals(0, c.fabric.postedSends(2), "SENDs with a separate header entry");
         }
     }
 

@@ -11,6 +11,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 import dev.artemisrdma.transport.Connection;
@@ -19,6 +20,7 @@ import dev.artemisrdma.transport.Peers;
 import dev.artemisrdma.transport.RawPeer;
 import dev.artemisrdma.transport.RdmaServer;
 import dev.artemisrdma.transport.RdmaTransport;
+import dev.artemisrdma.transport.api.ChannelHandler;
 import dev.artemisrdma.transport.api.RdmaChannel;
 import dev.artemisrdma.transport.config.TransportConfig;
 import dev.artemisrdma.transport.fabric.FabricException;
@@ -112,6 +114,73 @@ class SharedReceiveQueueTest {
         fabric.close();
         System.out.printf("SRQ unit: %d connections, pool %d KiB; per-connection queues would register %d KiB%n",
                 clients, poolBytes >> 10, (long) clients * 17 * 512 >> 10);
+    }
+
+    /**
+     * A loop that stays busy reposts its shared queue's receives in lists of up to 16, where it posted one list per
+     * batch (one receive per message in a ping-pong): the consumed receives it holds back meanwhile are covered by
+     * the pool's spare, so no SEND meets an empty queue; and when the loop goes idle it posts what it held.
+     */
+    @Test
+    void aBusyLoopRepostsItsSharedQueueInBatchesAndPostsWhatItHeldWhenIdle() throws Exception {
+        int slots = 256;
+        int roundTrips = 2_005; // not a multiple of 16: the last receives are held when the loop goes idle
+        // the server's loop spins between messages (as the benchmarks' does), so it goes from batch to batch
+        TransportConfig serverConfig = base().sharedReceiveSlots(slots).busyPollMicros(20_000).build();
+        FakeFabric fabric = new FakeFabric();
+        try (RdmaTransport server = RdmaTransport.create(fabric, serverConfig);
+             RdmaTransport client = RdmaTransport.create(fabric, base().build())) {
+            RdmaServer s = server.listen(Peers.serverAddress(), ch -> new ChannelHandler() {
+                @Override
+                public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+                    try {
+                        channel.write(frame, true); // the echo
+                    } catch (FabricException e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+
+                @Override
+                public void onClosed(RdmaChannel channel, FabricException cause) {
+                }
+            });
+            CountDownLatch done = new CountDownLatch(1);
+            AtomicInteger answers = new AtomicInteger();
+            RdmaChannel ch = client.connect(s.localAddress(), new ChannelHandler() {
+                @Override
+                public void onFrame(RdmaChannel channel, ByteBuffer frame) {
+                    int n = answers.incrementAndGet();
+                    if (frame.remaining() != 64 || frame.getInt(frame.position()) != n - 1) {
+                        throw new IllegalStateException("answer " + n + " is not the frame sent");
+                    }
+                    if (n == roundTrips) {
+                        done.countDown();
+                        return;
+                    }
+                    try {
+                        channel.write(ByteBuffer.allocate(64).putInt(0, n), true);
+                    } catch (FabricException e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+
+                @Override
+                public void onClosed(RdmaChannel channel, FabricException cause) {
+                }
+            });
+            long postsBefore = fabric.sharedReceivePostCalls();
+            ch.write(ByteBuffer.allocate(64).putInt(0, 0), true);
+            assertTrue(done.await(60, TimeUnit.SECONDS), "round trips done: " + answers.get());
+            long posts = fabric.sharedReceivePostCalls() - postsBefore;
+            assertTrue(posts <= roundTrips / 4, posts + " posts on the shared queue for " + roundTrips
+                    + " receives: not batched");
+            fabric.assertNoViolations(); // no RNR: the held receives never left a credit without a receive
+            Peers.await("the idle loop posted every receive", 5_000, () -> fabric.sharedReceivesPosted() == slots);
+            System.out.printf("SRQ unit: %d receives reposted in %d posts; fewest posted after a SEND: %d of %d%n",
+                    roundTrips, posts, fabric.srqLowWater(), slots);
+        }
+        fabric.assertNoViolations();
+        fabric.close();
     }
 
     @Test
