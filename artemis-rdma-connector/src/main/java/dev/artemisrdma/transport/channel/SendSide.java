@@ -31,8 +31,8 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  *
  * <p>Threads: guarded by the channel's lock, always. Writers call in from their own threads, the completion loop
  * calls in (retirements, credits granted, credit frames) from {@link LoopSide#endOfBatch}; both hold the lock,
- * which is also what keeps posts on the queue pair from running concurrently. Only {@link #isWritable()} is read
- * without it.
+ * which is also what keeps posts on the queue pair from running concurrently. Only {@link #isWritable()} and the
+ * counters ({@link #counts}, published with release stores) are read without it.
  *
  * <p>Outstanding work is exact: after a post that failed part-way ({@link PartialPostException}), the requests that
  * never reached the queue pair are taken back out of the ring, so teardown waits only for what will complete.

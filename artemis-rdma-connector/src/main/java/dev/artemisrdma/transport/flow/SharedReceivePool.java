@@ -34,8 +34,9 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * <p>No SEND meets an empty queue. Each credit a peer holds is one posted receive promised to it. The pool keeps
  * {@code sum over connections of max(allocation, minimum) <= slots}, where a connection's allocation is every credit
  * granted to it and not yet consumed (held by the peer, in flight, or owed back to it). A consumed receive is
- * reposted in the batch that saw it, before its credit is granted again, so the credits outstanding never exceed
- * the receives posted. Each connection is admitted only if its minimum ({@link TransportConfig#SHARED_MIN_CREDITS})
+ * reposted in the batch that saw it, before its credit is granted again, or held back for a later batch's post (up to
+ * 15) only while the spare covers it ({@link #hold}: {@code committed + held <= slots}), so the credits outstanding
+ * never exceed the receives posted. Each connection is admitted only if its minimum ({@link TransportConfig#SHARED_MIN_CREDITS})
  * fits, so none can be starved by the others: the minimum is always its to use. Beyond it, a connection whose peer
  * says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED}) grows, up to receiveSlots + 1, while the pool
  * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their

@@ -53,7 +53,8 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * {@link SharedReceivePool} (why per loop: see there). Its receives are reserved on the queue once (each posted
  * receive completes at most once), and such a channel reserves only its send budget. A pool receive's work request
  * id names the pool slot, not the channel: the completion is mapped to its channel by the queue pair number it
- * carries. The slot is reposted in the batch that saw it, before the channels apply the batch and regrant its credit.
+ * carries. The slot is reposted in the batch that saw it, before the channels apply the batch and regrant its credit,
+ * or held for a later post of up to 16 while the pool's spare covers it; a loop about to block posts what it holds.
  *
  * <p>Failure. Whatever ends the thread early (a failed poll, or any Throwable out of a channel's completion
  * handling) takes the loop out of service at once: it refuses new channels, tells its owner (which stops picking

@@ -4,8 +4,8 @@ package dev.artemisrdma.transport.stats;
  * What monitoring reads of one channel: its frame counters, its completion counters, the memory it holds. Every
  * channel is one ({@code RdmaChannel} extends this), so {@link ChannelGroupStats}, the broker's meters and the tests
  * read statistics through this interface and never need the channel class. Any thread; every value is read without
- * the channel's lock (a scrape never waits for the data path): the counters are volatile, the memory and the shared
- * pool are published where they change.
+ * the channel's lock (a scrape never waits for the data path): the counters are published with release stores
+ * ({@link PublishedCounters}), the memory and the shared pool where they change.
  */
 public interface ChannelMeasures {
 

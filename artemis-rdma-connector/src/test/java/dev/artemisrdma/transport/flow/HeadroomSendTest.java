@@ -26,19 +26,24 @@ class HeadroomSendTest {
         return TransportConfig.builder().rnrRetryCount(0).busyPollMicros(0).build();
     }
 
+    /** Writes one frame of each size, each flushed and received before the next, and checks they arrived intact. */
+    private static void sendEachAndCheck(Connection c, int tag, int[] sizes) throws Exception {
+        for (int i = 0; i < sizes.length; i++) {
+            int n = i;
+            c.client.write(ByteBuffer.wrap(Peers.payload(tag, i, sizes[i])), true);
+            Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n + 1);
+        }
+        for (int i = 0; i < sizes.length; i++) {
+            assertEquals(Peers.crc(Peers.payload(tag, i, sizes[i])), c.serverSide.crcs.get(i), "frame " + i);
+            assertEquals(sizes[i], c.serverSide.sizes.get(i));
+        }
+    }
+
     @Test
     void aWholeFrameLeavesAsOneEntryWithItsHeader() throws Exception {
         try (Connection c = new Connection(strict(), strict())) {
             int[] sizes = {300, 1000, 1024, 4000, 16376};
-            for (int i = 0; i < sizes.length; i++) {
-                int n = i;
-                c.client.write(ByteBuffer.wrap(Peers.payload(1, i, sizes[i])), true);
-                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n + 1);
-            }
-            for (int i = 0; i < sizes.length; i++) {
-                assertEquals(Peers.crc(Peers.payload(1, i, sizes[i])), c.serverSide.crcs.get(i), "frame " + i);
-                assertEquals(sizes[i], c.serverSide.sizes.get(i));
-            }
+            sendEachAndCheck(c, 1, sizes);
             // above maxInlineData (256), so none went inline; none needed a second entry
             assertEquals(0, c.fabric.postedSends(2), "SENDs with a separate header entry");
             assertTrue(c.fabric.postedSends(1) >= sizes.length, "one-entry SENDs: " + c.fabric.postedSends(1));
@@ -51,15 +56,7 @@ class HeadroomSendTest {
     void anInlineFrameLeavesAsOneEntryWithItsHeader() throws Exception {
         try (Connection c = new Connection(strict(), strict())) {
             int[] sizes = {1, 64, 200, 248};
-            for (int i = 0; i < sizes.length; i++) {
-                int n = i;
-                c.client.write(ByteBuffer.wrap(Peers.payload(4, i, sizes[i])), true);
-                Peers.await("frame " + i, 5000, () -> c.serverSide.count() == n + 1);
-            }
-            for (int i = 0; i < sizes.length; i++) {
-                assertEquals(Peers.crc(Peers.payload(4, i, sizes[i])), c.serverSide.crcs.get(i), "frame " + i);
-                assertEquals(sizes[i], c.serverSide.sizes.get(i));
-            }
+            sendEachAndCheck(c, 4, sizes);
             TransportStats s = c.client.stats();
             // within maxInlineData (256) with the 8-byte header: every one went inline, as one entry
             assertEquals(sizes.length, s.inlineSends() - s.creditFramesSent(), s.toString());
