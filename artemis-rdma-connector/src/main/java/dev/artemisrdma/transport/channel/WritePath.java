@@ -176,7 +176,8 @@ final class WritePath extends ChannelPart {
         CompletionLoop l = resources.loop();
         if (life.state() == ChannelState.OPEN && l != null && l.handling() && !l.isLoopThread()) {
             if (l.takeFlush(loop.flushRequest())) {
-                send.counts.increment(SendSide.FLUSHES_TO_LOOP); // the loop takes this lock before it posts: after this writer
+                // the loop takes this lock before it posts: after this writer
+                send.counts.increment(SendSide.FLUSHES_TO_LOOP);
                 return false;
             }
             // the loop ended its batch meanwhile and may not look at the request before its next one: post here

@@ -36,11 +36,12 @@ import dev.artemisrdma.transport.wire.WorkRequestIds;
  * granted to it and not yet consumed (held by the peer, in flight, or owed back to it). A consumed receive is
  * reposted in the batch that saw it, before its credit is granted again, or held back for a later batch's post (up to
  * 15) only while the spare covers it ({@link #hold}: {@code committed + held <= slots}), so the credits outstanding
- * never exceed the receives posted. Each connection is admitted only if its minimum ({@link TransportConfig#SHARED_MIN_CREDITS})
- * fits, so none can be starved by the others: the minimum is always its to use. Beyond it, a connection whose peer
- * says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED}) grows, up to receiveSlots + 1, while the pool
- * has spare; when a request finds none, the pool is under pressure and connections that did not ask give their
- * consumed credits back to it instead of keeping them, until the spare returns.
+ * never exceed the receives posted. Each connection is admitted only if its minimum
+ * ({@link TransportConfig#SHARED_MIN_CREDITS}) fits, so none can be starved by the others: the minimum is always its
+ * to use. Beyond it, a connection whose peer says frames wait for credit ({@link FrameHeader#HINT_CREDIT_WANTED})
+ * grows, up to receiveSlots + 1, while the pool has spare; when a request finds none, the pool is under pressure and
+ * connections that did not ask give their consumed credits back to it instead of keeping them, until the spare
+ * returns.
  *
  * <p>Fair shares, enforced here whatever the peers do (issue 23):
  * <ul>
@@ -245,7 +246,8 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     }
 
     private void add(RecvList list, int slot) {
-        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memoryAddress + (long) slot * slotSize, slotSize, memoryLkey);
+        list.add(WorkRequestIds.SHARED_POOL_RECEIVE | slot, memoryAddress + (long) slot * slotSize, slotSize,
+                memoryLkey);
     }
 
     public SharedReceiveQueue queue() {
