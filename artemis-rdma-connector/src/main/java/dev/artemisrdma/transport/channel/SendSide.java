@@ -96,7 +96,7 @@ final class SendSide {
     private boolean creditStalled;
     private boolean queueStalled;
 
-    // the counters of TransportStats (and two of our own), by number in `counts`; written under the channel's lock
+    // the send side's counters of TransportStats, by number in `counts`; written under the channel's lock
     static final int FRAMES_SENT = 0;
     static final int BYTES_SENT = 1;
     static final int CREDIT_FRAMES_SENT = 2;
@@ -108,14 +108,12 @@ final class SendSide {
     static final int POST_CALLS = 8;
     static final int FRAMES_PACKED = 9;
     static final int PACKED_SENDS = 10;
-    /** Writer flushes held behind a signaled SEND in flight (see {@link #flush(boolean)}). */
-    static final int HELD_FLUSHES = 11;
     /** Writer flushes left to the completion loop, which was handling a batch (WritePath#writerFlushLocked). */
-    static final int FLUSHES_TO_LOOP = 12;
+    static final int FLUSHES_TO_LOOP = 11;
     /** Fragments sent with their header in immediate data (a whole slot of payload each). */
-    static final int IMMEDIATE_SENDS = 13;
+    static final int IMMEDIATE_SENDS = 12;
     /** Read by monitoring without the lock: published, not fenced, per count ({@link PublishedCounters}). */
-    final PublishedCounters counts = new PublishedCounters(14);
+    final PublishedCounters counts = new PublishedCounters(13);
 
     SendSide(TransportConfig config, String id, InetSocketAddress remote, int creditThreshold) {
         this.config = config;
@@ -263,7 +261,6 @@ final class SendSide {
     FabricException flush(boolean writer) {
         boolean streaming = writer && outbox.flushable() > 1;
         if (streaming && ring.signaledOutstanding() > 0) {
-            counts.increment(HELD_FLUSHES);
             return null;
         }
         return postOutbox(streaming);

@@ -154,7 +154,10 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
     private final RecvList repost;
     /** How many consumed slots may be held unposted at most: below {@link #REPOST_BATCH}, and an eighth of the pool. */
     private final int holdLimit;
-    /** Consumed slots in {@link #repost}, held unposted ({@link #hold}); guarded by this. */
+    /**
+     * Consumed slots in {@link #repost}, held unposted ({@link #hold}): written by the loop thread under this
+     * object's monitor, read under it by admissions and grants; the loop, its only writer, reads it without.
+     */
     private int unpostedHeld;
     /** Released credits and when they may be reused; guarded by this. */
     private final ArrayDeque<long[]> limbo = new ArrayDeque<>();
@@ -316,8 +319,10 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             srq.postRecv(repost);
         } finally {
             repost.clear();
-            synchronized (this) {
-                unpostedHeld = 0;
+            if (unpostedHeld != 0) { // the monitor only after a hold: most posts follow none
+                synchronized (this) {
+                    unpostedHeld = 0;
+                }
             }
         }
     }
@@ -355,9 +360,7 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
         committed += minimum;
         connections++;
         members.add(a);
-        if (committed > peakCommitted) {
-            peakCommitted = committed;
-        }
+        notePeak();
         return a;
     }
 
@@ -425,13 +428,21 @@ public final class SharedReceivePool implements AutoCloseable, ChannelMeasures.S
             a.credits = target; // volatile: written only when it changes, which a steady window's batches do not
         }
         committed = others + Math.max(target, minimum);
-        if (committed > peakCommitted) {
-            peakCommitted = committed; // a volatile write only when it grows: regrant runs on the data path
-        }
+        notePeak();
         if (pressure && slots - reserve - committed >= GROWTH_STEP) {
             pressure = false;
         }
         return target - after;
+    }
+
+    /**
+     * {@link #peakCommitted} follows {@link #committed} up (under this object's monitor): a volatile write only when
+     * it grows, since {@link #regrant} runs once per batch.
+     */
+    private void notePeak() {
+        if (committed > peakCommitted) {
+            peakCommitted = committed;
+        }
     }
 
     /**
